@@ -1,0 +1,62 @@
+# FlashAttnDeltas.cmake: this project's kernel changes (A-1 rescale skip, A-2 packed FMA).
+#
+# Options (all recorded in the build info):
+#   FLASH_ATTN_APPLY_DELTAS        ON: apply src/kernels/apply_deltas.py to the staged upstream tree.
+#                                  OFF: compile the tree as it is (a fork that carries its own version).
+#   FLASH_ATTN_RESCALE_THRESHOLD   A-1 threshold in log2 units (default 8.0, the FlashAttention-4 default
+#                                  for 16-bit Q); 0 reproduces upstream's always-rescale behaviour.
+#   FLASH_ATTN_PACKED_FMA          A-2 packed fma.rn.f32x2 on sm_100+ (default ON).
+#   FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET  test only: skip without the max reset (must fail the A-1 test).
+#
+# flash_attn_apply_deltas(PYTHON <exe> TREE <staged root>)
+#   Applies the deltas in place (idempotent); FATAL_ERROR with the script's message when the tree
+#   does not have the shape the deltas expect.
+# flash_attn_delta_definitions(<out var>)
+#   Compile definitions for the kernel units.
+option(FLASH_ATTN_APPLY_DELTAS "Apply this project's kernel deltas (A-1, A-2) to the upstream tree" ON)
+set(FLASH_ATTN_RESCALE_THRESHOLD "8.0" CACHE STRING "A-1 rescale-skip threshold in log2 units; 0 = upstream")
+option(FLASH_ATTN_PACKED_FMA "A-2: packed fma.rn.f32x2 for the pre-exp2 scaling on sm_100+" ON)
+option(FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET "Test only: A-1 without the max reset (deliberately wrong)" OFF)
+
+if(NOT FLASH_ATTN_RESCALE_THRESHOLD MATCHES "^[0-9]+(\\.[0-9]+)?$")
+  message(FATAL_ERROR "flash_attn: FLASH_ATTN_RESCALE_THRESHOLD='${FLASH_ATTN_RESCALE_THRESHOLD}' must be a "
+                      "non-negative number such as 8.0 (or 0 for upstream's behaviour).")
+endif()
+
+set(FLASH_ATTN_DELTA_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/../src/kernels/apply_deltas.py")
+cmake_path(NORMAL_PATH FLASH_ATTN_DELTA_SCRIPT)
+
+function(flash_attn_apply_deltas)
+  cmake_parse_arguments(arg "" "PYTHON;TREE" "" ${ARGN})
+  if(NOT FLASH_ATTN_APPLY_DELTAS)
+    message(STATUS "flash_attn: kernel deltas not applied (FLASH_ATTN_APPLY_DELTAS=OFF)")
+    return()
+  endif()
+  execute_process(COMMAND "${arg_PYTHON}" "${FLASH_ATTN_DELTA_SCRIPT}" --tree "${arg_TREE}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${err}\nflash_attn: the kernel deltas do not fit this upstream tree. Use the pinned sdist, "
+                        "or build a fork that carries its own version with FLASH_ATTN_APPLY_DELTAS=OFF.")
+  endif()
+  message(STATUS "${out}")
+endfunction()
+
+function(flash_attn_delta_definitions out_var)
+  set(defs "")
+  if(FLASH_ATTN_APPLY_DELTAS)
+    if(FLASH_ATTN_PACKED_FMA)
+      set(packed 1)
+    else()
+      set(packed 0)
+    endif()
+    set(threshold "${FLASH_ATTN_RESCALE_THRESHOLD}")
+    if(NOT threshold MATCHES "\\.")
+      string(APPEND threshold ".0")  # "8" -> "8.0" so "8.0f" is a float literal
+    endif()
+    list(APPEND defs "FLASH_ATTN_RESCALE_THRESHOLD=${threshold}f" "FLASH_ATTN_PACKED_FMA=${packed}")
+    if(FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET)
+      list(APPEND defs "FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET=1")
+    endif()
+  endif()
+  set(${out_var} "${defs}" PARENT_SCOPE)
+endfunction()
