@@ -21,6 +21,15 @@ flash_attn_option(FLASH_ATTN_SOURCE_DIR "" "Local upstream/fork tree to build in
 flash_attn_option(FLASH_ATTN_SDIST "" "Already-downloaded flash_attn-2.8.3.post2.tar.gz (hash-checked)")
 flash_attn_option(FLASH_ATTN_CUTLASS_DIR "" "CUTLASS include directory (default: the tree's csrc/cutlass/include)")
 
+# The package version: scikit-build-core passes it; plain CMake reads flash_attn/_version.py.
+if(DEFINED SKBUILD_PROJECT_VERSION_FULL)
+  set(FLASH_ATTN_VERSION "${SKBUILD_PROJECT_VERSION_FULL}")
+else()
+  file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/../flash_attn/_version.py" _fa_version_line REGEX "^__version__")
+  string(REGEX MATCH "\"([^\"]+)\"" _fa_match "${_fa_version_line}")
+  set(FLASH_ATTN_VERSION "${CMAKE_MATCH_1}")
+endif()
+
 # Files whose change must restage the upstream tree: the delta code.
 file(GLOB FLASH_ATTN_DELTA_INPUTS CONFIGURE_DEPENDS
      "${CMAKE_CURRENT_LIST_DIR}/../src/kernels/apply_deltas.py" "${CMAKE_CURRENT_LIST_DIR}/../src/kernels/deltas/*")

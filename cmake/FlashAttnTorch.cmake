@@ -7,7 +7,8 @@
 #     FLASH_ATTN_TORCH_CUDA_VERSION  e.g. 13.0 (torch.version.cuda)
 #     FLASH_ATTN_TORCH_CXX11_ABI     ON/OFF (torch._C._GLIBCXX_USE_CXX11_ABI)
 #     FLASH_ATTN_TORCH_LIB_DIR       torch/lib
-#   plus find_package(Torch)'s TORCH_LIBRARIES / TORCH_INCLUDE_DIRS.
+#   and the INTERFACE target `flash_attn_torch` (torch headers; c10, torch, torch_cpu, c10_cuda,
+#   torch_cuda; CUDA::cudart; the torch C++ ABI define) to link operator libraries against.
 #   Errors (FATAL_ERROR, before anything compiles):
 #     - torch not importable by <exe>: says to install torch into that interpreter;
 #     - torch is a CPU build;
@@ -63,10 +64,36 @@ macro(flash_attn_find_torch)
 
   set(_fat_saved_cuda_flags "${CMAKE_CUDA_FLAGS}")
   set(_fat_saved_archs "${CMAKE_CUDA_ARCHITECTURES}")
+  unset(CMAKE_CUDA_ARCHITECTURES)  # TorchConfig warns about it and would switch it OFF
+  unset(CMAKE_CUDA_ARCHITECTURES CACHE)
+  # TorchConfig still uses the legacy FindCUDA, which guesses the toolkit from the nvcc on PATH
+  # (wrong when that is a wrapper script); point it at the toolkit CMake's CUDA language found.
+  if(NOT CUDA_TOOLKIT_ROOT_DIR)
+    set(CUDA_TOOLKIT_ROOT_DIR "${CMAKE_CUDA_COMPILER_TOOLKIT_ROOT}")
+  endif()
   list(PREPEND CMAKE_PREFIX_PATH "${_fat_prefix}")
   find_package(Torch REQUIRED)
   set(CMAKE_CUDA_FLAGS "${_fat_saved_cuda_flags}")
   set(CMAKE_CUDA_ARCHITECTURES "${_fat_saved_archs}")
+  # Our own link target: torch's headers and only the libraries an operator library needs.
+  # TORCH_LIBRARIES would also pull CUDA libraries (nvrtc, nvtx, ...) from the local toolkit,
+  # which minimal toolkits lack and the extension never calls; torch's wheel ships its own.
+  if(NOT TARGET flash_attn_torch)
+    add_library(flash_attn_torch INTERFACE)
+    target_include_directories(flash_attn_torch INTERFACE ${TORCH_INCLUDE_DIRS})
+    foreach(_fat_lib c10 torch torch_cpu c10_cuda torch_cuda)
+      find_library(FLASH_ATTN_LIB_${_fat_lib} NAMES ${_fat_lib} PATHS "${FLASH_ATTN_TORCH_LIB_DIR}" NO_DEFAULT_PATH
+                   REQUIRED)
+      target_link_libraries(flash_attn_torch INTERFACE "${FLASH_ATTN_LIB_${_fat_lib}}")
+    endforeach()
+    if(_fat_abi)
+      target_compile_definitions(flash_attn_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=1)
+    else()
+      target_compile_definitions(flash_attn_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=0)
+    endif()
+    find_package(CUDAToolkit REQUIRED)
+    target_link_libraries(flash_attn_torch INTERFACE CUDA::cudart)
+  endif()
   message(STATUS "flash_attn: torch ${FLASH_ATTN_TORCH_VERSION} (CUDA ${FLASH_ATTN_TORCH_CUDA_VERSION}, "
                  "cxx11 ABI ${FLASH_ATTN_TORCH_CXX11_ABI}); its -gencode flags removed")
 endmacro()
