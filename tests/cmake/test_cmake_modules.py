@@ -1,0 +1,315 @@
+"""Tests of cmake/FlashAttnArchGroups.cmake and cmake/FlashAttnHostFlags.cmake.
+
+Each test runs one of the `cmake -P` driver scripts in this folder with the
+CMake from the `cmake` Python package (PyPI; the system cmake may be too old)
+and compares the exact results. No GPU and no nvcc are needed: the functions
+take the CUDA version as an argument.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+def _find_cmake() -> str | None:
+    try:
+        import cmake  # the PyPI package
+    except ImportError:
+        return None
+    exe = Path(cmake.CMAKE_BIN_DIR) / ("cmake.exe" if os.name == "nt" else "cmake")
+    return str(exe) if exe.is_file() else None
+
+
+CMAKE = _find_cmake()
+pytestmark = pytest.mark.skipif(
+    CMAKE is None,
+    reason="the PyPI `cmake` package is not installed (python3 -m pip install cmake); "
+    "these tests need its cmake >= 3.25 to run the modules with `cmake -P`",
+)
+
+
+def run_script(script: str, **defines: str) -> subprocess.CompletedProcess:
+    """Run tests/cmake/<script> with -D<name>=<value> for each keyword."""
+    cmd = [CMAKE]
+    cmd += [f"-D{name}={value}" for name, value in defines.items()]
+    cmd += ["-P", str(HERE / script)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def results(proc: subprocess.CompletedProcess) -> dict[str, str]:
+    assert proc.returncode == 0, f"cmake failed:\n{proc.stdout}\n{proc.stderr}"
+    out = {}
+    for line in proc.stdout.splitlines():
+        m = re.match(r"^-- RESULT (\w+)=(.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def status_lines(proc: subprocess.CompletedProcess) -> list[str]:
+    return [
+        line[3:]
+        for line in proc.stdout.splitlines()
+        if line.startswith("-- flash_attn:")
+    ]
+
+
+def error_text(proc: subprocess.CompletedProcess) -> str:
+    """The FATAL_ERROR text, whitespace collapsed (CMake wraps long messages)."""
+    assert proc.returncode != 0, f"cmake succeeded but should have failed:\n{proc.stdout}"
+    assert "CMake Error" in proc.stderr, proc.stderr
+    return " ".join(proc.stderr.split())
+
+
+def arch_group(group=None, cuda=None, archs=None):
+    defines = {}
+    if group is not None:
+        defines["GROUP"] = group
+    if cuda is not None:
+        defines["CUDA_VERSION"] = cuda
+    if archs is not None:
+        defines["ARCHS"] = archs
+    return run_script("arch_group_targets.cmake", **defines)
+
+
+# --------------------------------------------------------------------------
+# Arch groups: results
+# --------------------------------------------------------------------------
+
+LEGACY = {
+    "OUT_ARCHS": "80;89;90",
+    "OUT_CUDA_ARCHITECTURES": "80-real;89-real;90-real;90-virtual",
+    "OUT_PTX_ARCH": "90",
+    "OUT_SASS": "sm_80;sm_89;sm_90",
+}
+
+BLACKWELL_FAMILY = {
+    "OUT_ARCHS": "100;120;121",
+    "OUT_CUDA_ARCHITECTURES": "100f-real;120f-real;121-real;121-virtual",
+    "OUT_PTX_ARCH": "121",
+    "OUT_SASS": "sm_100f;sm_120f;sm_121",
+}
+
+
+@pytest.mark.parametrize("cuda", ["12.8", "12.9", "13.0", "13.2", "13.0.88"])
+def test_legacy(cuda):
+    proc = arch_group("legacy", cuda)
+    assert results(proc) == LEGACY
+    assert status_lines(proc) == [
+        f"flash_attn: arch group legacy (CUDA {cuda}) -> CUDA_ARCHITECTURES "
+        "80-real;89-real;90-real;90-virtual (SASS: sm_80;sm_89;sm_90; PTX: compute_90)"
+    ]
+
+
+@pytest.mark.parametrize("cuda", ["12.9", "13.0", "13.2", "12.9.1"])
+def test_blackwell(cuda):
+    proc = arch_group("blackwell", cuda)
+    assert results(proc) == BLACKWELL_FAMILY
+    assert status_lines(proc) == [
+        f"flash_attn: sm_100 -> 100f-real (family-specific SASS, CUDA {cuda} >= 12.9)",
+        f"flash_attn: sm_120 -> 120f-real (family-specific SASS, CUDA {cuda} >= 12.9)",
+        f"flash_attn: arch group blackwell (CUDA {cuda}) -> CUDA_ARCHITECTURES "
+        "100f-real;120f-real;121-real;121-virtual "
+        "(SASS: sm_100f;sm_120f;sm_121; PTX: compute_121)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "cuda, archs, expected",
+    [
+        # plain SASS before family-specific targets exist (CUDA 12.8)
+        ("12.8", "80;90", ("80;90", "80-real;90-real;90-virtual", "90", "sm_80;sm_90")),
+        (
+            "12.8",
+            "8.0;10.0;12.0",
+            ("80;100;120", "80-real;100-real;120-real;120-virtual", "120", "sm_80;sm_100;sm_120"),
+        ),
+        ("12.9", "8.0;9.0", ("80;90", "80-real;90-real;90-virtual", "90", "sm_80;sm_90")),
+        ("12.9", "12.0", ("120", "120f-real;120-virtual", "120", "sm_120f")),
+        # unsorted, duplicated, mixed spellings
+        ("13.0", "90;80;9.0;sm_80", ("80;90", "80-real;90-real;90-virtual", "90", "sm_80;sm_90")),
+        (
+            "13.0",
+            "100;103",
+            ("100;103", "100f-real;103-real;103-virtual", "103", "sm_100f;sm_103"),
+        ),
+        ("13.2", "sm_86;12.1", ("86;121", "86-real;121-real;121-virtual", "121", "sm_86;sm_121")),
+        (
+            "13.2",
+            "80;89;90;100;120;121",
+            (
+                "80;89;90;100;120;121",
+                "80-real;89-real;90-real;100f-real;120f-real;121-real;121-virtual",
+                "121",
+                "sm_80;sm_89;sm_90;sm_100f;sm_120f;sm_121",
+            ),
+        ),
+    ],
+)
+def test_custom(cuda, archs, expected):
+    keys = ("OUT_ARCHS", "OUT_CUDA_ARCHITECTURES", "OUT_PTX_ARCH", "OUT_SASS")
+    assert results(arch_group("custom", cuda, archs)) == dict(zip(keys, expected))
+
+
+def test_groups_list_and_scope():
+    """Modules included in a function scope still work; the list helper."""
+    proc = run_script("module_scope.cmake")
+    assert results(proc) == {"GROUPS": "blackwell;legacy;custom"}
+
+
+# --------------------------------------------------------------------------
+# Arch groups: refusals
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "group, cuda, archs, message",
+    [
+        # Blackwell before CUDA 12.8
+        ("blackwell", "12.6", None, "sm_100 (Blackwell, B200) needs CUDA 12.8 or newer; this toolkit is CUDA 12.6"),
+        ("custom", "12.6", "100", "sm_100 (Blackwell, B200) needs CUDA 12.8 or newer; this toolkit is CUDA 12.6"),
+        ("custom", "12.4", "80;120", "sm_120 (Blackwell, RTX 50xx / RTX PRO) needs CUDA 12.8 or newer; this toolkit is CUDA 12.4"),
+        # sm_121 before CUDA 12.9
+        ("blackwell", "12.8", None, "sm_121 (Blackwell, GB10 / DGX Spark) needs CUDA 12.9 or newer; this toolkit is CUDA 12.8"),
+        ("custom", "12.8.1", "12.1", "sm_121 (Blackwell, GB10 / DGX Spark) needs CUDA 12.9 or newer; this toolkit is CUDA 12.8.1"),
+        # below sm_80
+        ("custom", "13.0", "75", "FlashAttention-2 needs sm_80 or newer (Ampere); sm_75 was requested"),
+        ("custom", "12.8", "7.0;8.0", "FlashAttention-2 needs sm_80 or newer (Ampere); sm_70 was requested"),
+        # Thor
+        ("custom", "13.0", "110", "sm_110 (Jetson Thor) is not built by this project. sm_101 was renamed sm_110 in CUDA 13, and the blackwell group targets discrete GPUs (sm_100, sm_120) and GB10 (sm_121), not Thor."),
+        ("custom", "12.9", "100;101", "sm_101 (Jetson Thor) is not built by this project. sm_101 was renamed sm_110 in CUDA 13"),
+        # unknown group, empty custom list
+        ("hopper", "13.0", None, "unknown arch group 'hopper'. Valid groups: blackwell, legacy, custom"),
+        (None, "13.0", None, "no arch group given. Pass GROUP with one of: blackwell, legacy, custom"),
+        ("custom", "13.0", "", "arch group custom needs a non-empty ARCHS list, e.g. ARCHS 80;90 or ARCHS 8.0;9.0"),
+        ("custom", "13.0", None, "arch group custom needs a non-empty ARCHS list"),
+        ("custom", "13.0", ";", "arch group custom needs a non-empty ARCHS list"),
+        # other misuse
+        ("legacy", "13.0", "80", "ARCHS is only for GROUP custom; group legacy is fixed to 80, 89, 90"),
+        ("custom", "13.0", "90a", "'90a' in ARCHS is not an SM number"),
+        ("custom", "13.0", "95", "sm_95 is not an architecture this project builds"),
+        ("legacy", "thirteen", None, "CUDA_VERSION 'thirteen' is not a CUDA version"),
+        ("legacy", None, None, "CUDA_VERSION is required"),
+    ],
+)
+def test_arch_refusals(group, cuda, archs, message):
+    assert message in error_text(arch_group(group, cuda, archs))
+
+
+# --------------------------------------------------------------------------
+# Host flags
+# --------------------------------------------------------------------------
+
+NVCC_COMMON = [
+    "-O3",
+    "--use_fast_math",
+    "--expt-relaxed-constexpr",
+    "--expt-extended-lambda",
+    "-U__CUDA_NO_HALF_OPERATORS__",
+    "-U__CUDA_NO_HALF_CONVERSIONS__",
+    "-U__CUDA_NO_HALF2_OPERATORS__",
+    "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+]
+
+MSVC_CXX20 = ["/Zc:preprocessor", "/Zc:__cplusplus", "/permissive-", "/std:c++20", "/bigobj", "/EHsc"]
+MSVC_CXX17 = ["/Zc:preprocessor", "/Zc:__cplusplus", "/std:c++17", "/bigobj", "/EHsc"]
+
+
+def host_flags(compiler_id, compiler_version, cuda, torch):
+    defines = {}
+    for key, value in (
+        ("COMPILER_ID", compiler_id),
+        ("COMPILER_VERSION", compiler_version),
+        ("CUDA_VERSION", cuda),
+        ("TORCH_VERSION", torch),
+    ):
+        if value is not None:
+            defines[key] = value
+    return run_script("host_flags.cmake", **defines)
+
+
+def split(value: str) -> list[str]:
+    return value.split(";") if value else []
+
+
+@pytest.mark.parametrize(
+    "cuda, torch, std, cxx",
+    [
+        ("13.2", "2.14.1+cu130", "20", MSVC_CXX20),
+        ("13.2", "2.13.0", "20", MSVC_CXX20),
+        ("13.0", "2.13.0.dev20260601+cu130", "20", MSVC_CXX20),
+        ("12.8", "2.13.1+cu128", "20", MSVC_CXX20),
+        ("13.2", "2.12.1+cu130", "17", MSVC_CXX17),
+        ("12.8", "2.9.0", "17", MSVC_CXX17),
+    ],
+)
+def test_msvc(cuda, torch, std, cxx):
+    out = results(host_flags("MSVC", "19.44.35207.1", cuda, torch))
+    assert out["OUT_CXX_STANDARD"] == std
+    assert split(out["OUT_CXX_FLAGS"]) == cxx
+    assert split(out["OUT_CUDA_FLAGS"]) == NVCC_COMMON + [f"-std=c++{std}"] + [
+        f"-Xcompiler={flag}" for flag in cxx
+    ]
+    # /permissive- and /std:c++20 only with torch >= 2.13
+    assert ("/permissive-" in cxx) == (std == "20")
+
+
+def test_msvc_cuda_13_2_status_says_zc_preprocessor_is_required():
+    proc = host_flags("MSVC", "19.44.35207", "13.2", "2.14.1+cu130")
+    assert "-Xcompiler=/Zc:preprocessor" in split(results(proc)["OUT_CUDA_FLAGS"])
+    assert status_lines(proc) == [
+        "flash_attn: host MSVC 19.44.35207, torch 2.14.1, CUDA 13.2 -> C++20, host flags "
+        "/Zc:preprocessor;/Zc:__cplusplus;/permissive-;/std:c++20;/bigobj;/EHsc "
+        "(/Zc:preprocessor required by CCCL for CUDA >= 13.2)"
+    ]
+
+
+def test_msvc_before_cuda_13_2_still_passes_zc_preprocessor():
+    proc = host_flags("MSVC", "19.44.35207", "12.9", "2.14.1")
+    assert split(results(proc)["OUT_CXX_FLAGS"])[0] == "/Zc:preprocessor"
+    assert "required from 13.2" in status_lines(proc)[0]
+
+
+@pytest.mark.parametrize("compiler_id, version", [("GNU", "13.2.0"), ("Clang", "18.1.8")])
+@pytest.mark.parametrize("torch, std", [("2.14.1+cu130", "20"), ("2.13.0", "20"), ("2.12.0+cu128", "17")])
+def test_gnu_like(compiler_id, version, torch, std):
+    out = results(host_flags(compiler_id, version, "13.0.88", torch))
+    assert out == {
+        "OUT_CXX_STANDARD": std,
+        "OUT_CXX_FLAGS": "-fvisibility=hidden",
+        "OUT_CUDA_FLAGS": ";".join(
+            NVCC_COMMON + [f"-std=c++{std}", "-Xcompiler=-fvisibility=hidden"]
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "compiler_id, compiler_version, cuda, torch, message",
+    [
+        ("GNU", "13.2.0", "13.0", "abc", "TORCH_VERSION 'abc' is not a version"),
+        ("GNU", "13.2.0", "13.0", "2", "TORCH_VERSION '2' is not a version"),
+        ("MSVC", "19.44", "13.2", "2.x", "TORCH_VERSION '2.x' is not a version"),
+        ("GNU", "13.2.0", "13.0", "2.14.1+", "TORCH_VERSION '2.14.1+' is not a version"),
+        ("GNU", "13.2.0", "13.0", "latest", "TORCH_VERSION 'latest' is not a version"),
+        ("GNU", "13.2.0", "13.0", None, "TORCH_VERSION is required"),
+        ("GNU", "13.2.0", "13.x", "2.14.1", "CUDA_VERSION '13.x' is not a version"),
+        ("GNU", "gcc", "13.0", "2.14.1", "COMPILER_VERSION 'gcc' is not a version"),
+        ("NVHPC", "25.1", "13.0", "2.14.1", "host compiler 'NVHPC' is not supported; supported: MSVC, GNU, Clang"),
+        ("MSVC", "19.20.27508", "13.0", "2.12.0", "MSVC 19.20.27508 has no /Zc:preprocessor"),
+        ("MSVC", "19.28.29910", "13.0", "2.13.0", "MSVC 19.28.29910 has no /std:c++20"),
+    ],
+)
+def test_host_flag_refusals(compiler_id, compiler_version, cuda, torch, message):
+    assert message in error_text(host_flags(compiler_id, compiler_version, cuda, torch))
+
+
+def test_msvc_19_28_is_fine_for_cxx17():
+    out = results(host_flags("MSVC", "19.28.29910", "12.8", "2.12.0"))
+    assert split(out["OUT_CXX_FLAGS"]) == MSVC_CXX17
