@@ -132,7 +132,7 @@ endfunction()
 # flash_attn_arch_group_targets(
 #     GROUP <blackwell|legacy|custom>
 #     CUDA_VERSION <x.y[.z]>
-#     [ARCHS <list>]                    # only and required for GROUP custom
+#     [ARCHS <list>]                    # required for GROUP custom, else empty
 #     OUT_ARCHS <var>
 #     OUT_CUDA_ARCHITECTURES <var>
 #     OUT_PTX_ARCH <var>
@@ -143,7 +143,10 @@ endfunction()
 #   CUDA_VERSION  the toolkit version, e.g. ${CMAKE_CUDA_COMPILER_VERSION}
 #                 ("13.0.88") or "12.8".
 #   ARCHS         GROUP custom only: SM numbers as 80;90, 8.0;9.0 or
-#                 sm_80;sm_90. Duplicates are dropped, the list is sorted.
+#                 sm_80;sm_90, as separate arguments or one quoted string
+#                 (";", "," or blanks between entries). Duplicates are
+#                 dropped, the list is sorted.
+#                 Other groups accept it only empty (pass-through options).
 # Outputs (set in the caller's scope):
 #   OUT_ARCHS              integer SM list, ascending, e.g. 80;89;90.
 #   OUT_CUDA_ARCHITECTURES value for the CUDA_ARCHITECTURES target property:
@@ -157,7 +160,8 @@ endfunction()
 # Status lines: one per family-specific choice, then one summary line.
 # Errors (message(FATAL_ERROR), each naming what to do):
 #   - unknown GROUP (lists the valid groups); missing GROUP/CUDA_VERSION/OUT_*;
-#     unparsed arguments; ARCHS given for a fixed group; empty custom ARCHS;
+#     unparsed arguments; a non-empty ARCHS for a fixed group (an empty one
+#     is ignored); an empty custom ARCHS;
 #   - CUDA_VERSION not of the form x.y or x.y.z;
 #   - any arch below sm_80: "FlashAttention-2 needs sm_80 or newer (Ampere)"
 #     (upstream flash_api.cpp refuses pre-Ampere GPUs at run time);
@@ -208,13 +212,23 @@ function(flash_attn_arch_group_targets)
   endif()
   set(cuda "${ARG_CUDA_VERSION}")
 
+  # ARCHS as a flat list. PARSE_ARGV keeps a quoted argument whole, so
+  # ARCHS "80;90" arrives as one element "80\;90"; commas and blanks
+  # (TORCH_CUDA_ARCH_LIST style "8.0 9.0") separate entries as well.
+  set(requested "")
+  foreach(entry IN LISTS ARG_ARCHS)
+    string(REGEX REPLACE "[,; \t]+" ";" entry "${entry}")
+    foreach(item IN LISTS entry)
+      if(NOT "${item}" STREQUAL "")
+        list(APPEND requested "${item}")
+      endif()
+    endforeach()
+  endforeach()
+
   # Members of the group.
   if(ARG_GROUP STREQUAL "custom")
     set(archs "")
-    foreach(entry IN LISTS ARG_ARCHS)
-      if("${entry}" STREQUAL "")
-        continue()
-      endif()
+    foreach(entry IN LISTS requested)
       _flash_attn_parse_arch("${entry}" sm)
       list(APPEND archs "${sm}")
     endforeach()
@@ -225,7 +239,9 @@ function(flash_attn_arch_group_targets)
         "e.g. ARCHS 80;90 or ARCHS 8.0;9.0.")
     endif()
   else()
-    if(DEFINED ARG_ARCHS OR "ARCHS" IN_LIST ARG_KEYWORDS_MISSING_VALUES)
+    # An empty ARCHS is accepted, so a caller can always pass its option
+    # through (ARCHS "${FLASH_ATTN_CUDA_ARCHS}"); a non-empty one is a mistake.
+    if(requested)
       string(REPLACE ";" ", " fixed "${FLASH_ATTN_ARCH_GROUP_${ARG_GROUP}}")
       message(FATAL_ERROR
         "flash_attn: ARCHS is only for GROUP custom; group ${ARG_GROUP} is "

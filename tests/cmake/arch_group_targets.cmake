@@ -4,7 +4,8 @@
 #
 # Arguments: GROUP, CUDA_VERSION and ARCHS are passed on only when defined, so
 # a test can leave any of them out; -DARCHS= (defined, empty) passes the ARCHS
-# keyword with no value.
+# keyword with no value. -DQUOTED=ON passes ARCHS "${ARCHS}" as one quoted
+# argument instead of separate ones.
 # Outputs: one stdout line per result, "-- RESULT <NAME>=<value>", after the
 # module's own status lines.
 # Errors: whatever the function raises (cmake exits non-zero, text on stderr).
@@ -18,15 +19,20 @@ endif()
 if(DEFINED CUDA_VERSION)
   list(APPEND args CUDA_VERSION "${CUDA_VERSION}")
 endif()
-if(DEFINED ARCHS)
-  list(APPEND args ARCHS ${ARCHS})
-endif()
-
-flash_attn_arch_group_targets(${args}
+set(outs
   OUT_ARCHS archs
   OUT_CUDA_ARCHITECTURES cuda_archs
   OUT_PTX_ARCH ptx
   OUT_SASS sass)
+if(QUOTED AND DEFINED ARCHS)
+  # ARCHS "<value>" as one quoted argument, the way CMakeLists.txt passes an
+  # option through.
+  flash_attn_arch_group_targets(${args} ARCHS "${ARCHS}" ${outs})
+elseif(DEFINED ARCHS)
+  flash_attn_arch_group_targets(${args} ARCHS ${ARCHS} ${outs})
+else()
+  flash_attn_arch_group_targets(${args} ${outs})
+endif()
 
 message(STATUS "RESULT OUT_ARCHS=${archs}")
 message(STATUS "RESULT OUT_CUDA_ARCHITECTURES=${cuda_archs}")

@@ -68,8 +68,8 @@ def error_text(proc: subprocess.CompletedProcess) -> str:
     return " ".join(proc.stderr.split())
 
 
-def arch_group(group=None, cuda=None, archs=None):
-    defines = {}
+def arch_group(group=None, cuda=None, archs=None, quoted=False):
+    defines = {"QUOTED": "ON"} if quoted else {}
     if group is not None:
         defines["GROUP"] = group
     if cuda is not None:
@@ -158,6 +158,25 @@ def test_custom(cuda, archs, expected):
     assert results(arch_group("custom", cuda, archs)) == dict(zip(keys, expected))
 
 
+@pytest.mark.parametrize("quoted", [False, True])
+@pytest.mark.parametrize("archs", ["", ";"])
+def test_fixed_group_ignores_empty_archs(archs, quoted):
+    """CMakeLists.txt passes ARCHS "${FLASH_ATTN_CUDA_ARCHS}" for every group."""
+    assert results(arch_group("legacy", "13.0", archs, quoted)) == LEGACY
+    assert results(arch_group("blackwell", "13.0", archs, quoted)) == BLACKWELL_FAMILY
+
+
+@pytest.mark.parametrize("archs", ["8.0;9.0", "80,90", "8.0 9.0", " sm_90 ; 80 "])
+def test_custom_archs_as_one_quoted_argument(archs):
+    """ARCHS "<list>" arrives as one element under PARSE_ARGV; it is split."""
+    assert results(arch_group("custom", "13.0", archs, quoted=True)) == {
+        "OUT_ARCHS": "80;90",
+        "OUT_CUDA_ARCHITECTURES": "80-real;90-real;90-virtual",
+        "OUT_PTX_ARCH": "90",
+        "OUT_SASS": "sm_80;sm_90",
+    }
+
+
 def test_groups_list_and_scope():
     """Modules included in a function scope still work; the list helper."""
     proc = run_script("module_scope.cmake")
@@ -193,6 +212,7 @@ def test_groups_list_and_scope():
         ("custom", "13.0", ";", "arch group custom needs a non-empty ARCHS list"),
         # other misuse
         ("legacy", "13.0", "80", "ARCHS is only for GROUP custom; group legacy is fixed to 80, 89, 90"),
+        ("blackwell", "13.0", "100;120", "ARCHS is only for GROUP custom; group blackwell is fixed to 100, 120, 121"),
         ("custom", "13.0", "90a", "'90a' in ARCHS is not an SM number"),
         ("custom", "13.0", "95", "sm_95 is not an architecture this project builds"),
         ("legacy", "thirteen", None, "CUDA_VERSION 'thirteen' is not a CUDA version"),
@@ -201,6 +221,8 @@ def test_groups_list_and_scope():
 )
 def test_arch_refusals(group, cuda, archs, message):
     assert message in error_text(arch_group(group, cuda, archs))
+    if archs is not None:
+        assert message in error_text(arch_group(group, cuda, archs, quoted=True))
 
 
 # --------------------------------------------------------------------------
