@@ -1,0 +1,153 @@
+// Argument validation shared by the operator implementations in src/binding.
+//
+// Every failed check throws c10::Error (RuntimeError in Python) whose text starts with the
+// operator name and says which argument was wrong, what was expected and what was given, e.g.
+//   flash_attn::fwd: k must have shape (B, Sk, Hk, D) = [2, 512, 8, 64], got [2, 512, 8, 80]
+//
+// All helpers are header-only and have internal linkage semantics through the hidden
+// visibility the library is built with; nothing here is exported.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/ArrayRef.h>
+#include <c10/util/Exception.h>
+
+namespace flash_attn_wheels::binding {
+
+// Validates the arguments of one operator call; `op` prefixes every message.
+class ArgChecker {
+ public:
+  explicit ArgChecker(const char* op) : op_(op) {}
+
+  const char* op() const { return op_; }
+
+  // Generic condition: throws "<op>: <parts...>" when `ok` is false.
+  template <typename... Parts>
+  void expect(bool ok, const Parts&... parts) const {
+    TORCH_CHECK(ok, op_, ": ", parts...);
+  }
+
+  // The tensor that fixes the device of the call (q).  It must be a CUDA tensor; a CPU
+  // tensor here is the usual mistake of calling the op before moving inputs to the GPU.
+  void is_cuda(const at::Tensor& t, const char* name) const {
+    expect(t.defined(), name, " is an undefined tensor");
+    expect(t.is_cuda(), name, " must be a CUDA tensor, got a tensor on ", t.device(),
+           " (move the inputs to the GPU, e.g. q.cuda())");
+  }
+
+  // A tensor that must live on the same CUDA device as q.
+  void same_device(const at::Tensor& t, const char* name, const c10::Device& device) const {
+    expect(t.defined(), name, " is an undefined tensor");
+    expect(t.device() == device, name, " must be on the same CUDA device as q (", device,
+           "), got a tensor on ", t.device());
+  }
+
+  // q: fixes device and dtype for the call.  CUDA, fp16/bf16, contiguous last dimension.
+  void query(const at::Tensor& q, const char* name = "q") const {
+    is_cuda(q, name);
+    attention_dtype(q, name);
+    last_dim_contiguous(q, name);
+  }
+
+  // k/v/out/dout/caches: same device and dtype as q, contiguous last dimension.
+  void like_query(const at::Tensor& t, const char* name, const at::Tensor& q) const {
+    same_device(t, name, q.device());
+    same_dtype(t, name, q.scalar_type());
+    last_dim_contiguous(t, name);
+  }
+
+  // q/k/v/out/dout: half precision only.
+  void attention_dtype(const at::Tensor& t, const char* name) const {
+    const auto st = t.scalar_type();
+    expect(st == at::kHalf || st == at::kBFloat16, name,
+           " must have dtype torch.float16 or torch.bfloat16, got ", st);
+  }
+
+  void dtype(const at::Tensor& t, const char* name, at::ScalarType expected) const {
+    expect(t.scalar_type() == expected, name, " must have dtype ", expected, ", got ",
+           t.scalar_type());
+  }
+
+  // Same dtype as q (all attention operands share one dtype).
+  void same_dtype(const at::Tensor& t, const char* name, at::ScalarType q_dtype) const {
+    expect(t.scalar_type() == q_dtype, name, " must have the same dtype as q (", q_dtype,
+           "), got ", t.scalar_type());
+  }
+
+  // The kernels read the head dim with unit stride; other dims may be strided.
+  void last_dim_contiguous(const at::Tensor& t, const char* name) const {
+    expect(t.dim() >= 1 && t.stride(-1) == 1, name,
+           " must be contiguous in its last dimension (stride(-1) == 1), got strides ",
+           t.strides(), "; call .contiguous() first");
+  }
+
+  void contiguous(const at::Tensor& t, const char* name) const {
+    expect(t.is_contiguous(), name, " must be contiguous, got sizes ", t.sizes(),
+           " with strides ", t.strides());
+  }
+
+  // Number of dimensions, checked before any size is read.  `dims` names them, e.g.
+  // "(B, Sq, H, D)".
+  void rank(const at::Tensor& t, const char* name, int64_t expected, const char* dims) const {
+    expect(t.dim() == expected, name, " must be a ", expected, "-D tensor ", dims, ", got ",
+           t.dim(), "-D tensor of shape ", t.sizes());
+  }
+
+  // Exact shape; `dims` names the dimensions for the message.
+  void shape(const at::Tensor& t, const char* name, const char* dims,
+             std::initializer_list<int64_t> expected) const {
+    const c10::IntArrayRef want(expected);
+    expect(t.sizes() == want, name, " must have shape ", dims, " = ", want, ", got ", t.sizes());
+  }
+
+  // D: what the kernels are instantiated for (the Python layer pads other sizes).
+  void head_dim(int64_t d, const char* name) const {
+    expect(d > 0 && d <= 256 && d % 8 == 0, "head dim D of ", name,
+           " must be a multiple of 8 in [8, 256], got ", d,
+           " (flash_attn pads other head dims in Python)");
+  }
+
+  // MQA/GQA: every key/value head serves H / Hk query heads.
+  void heads(int64_t h, int64_t h_k) const {
+    expect(h_k > 0 && h > 0 && h % h_k == 0,
+           "number of query heads H must be a positive multiple of the number of key/value "
+           "heads Hk (MQA/GQA), got H=", h, ", Hk=", h_k);
+  }
+
+  void batch(int64_t b) const { expect(b > 0, "batch size B must be positive, got ", b); }
+
+  // A scalar that the kernels keep in 32-bit.
+  void fits_int(int64_t value, const char* name) const {
+    expect(value >= 0 && value <= std::numeric_limits<int>::max(), name,
+           " must be in [0, 2^31 - 1], got ", value);
+  }
+
+  // Optional 1-D int32 per-sequence tensor (seqused_k, leftpad, cache_seqlens, ...).
+  void int32_per_batch(const at::Tensor& t, const char* name, int64_t batch,
+                       const c10::Device& device) const {
+    same_device(t, name, device);
+    dtype(t, name, at::kInt);
+    contiguous(t, name);
+    shape(t, name, "(B,)", {batch});
+  }
+
+  // Dropout probability, and the combinations the kernels do not implement.
+  void dropout(double p, double softcap) const {
+    expect(p >= 0.0 && p < 1.0, "dropout_p must be in [0, 1), got ", p);
+    expect(!(softcap > 0.0 && p > 0.0),
+           "softcap > 0 cannot be combined with dropout_p > 0 (not implemented by the "
+           "kernels), got softcap=", softcap, ", dropout_p=", p);
+  }
+
+ private:
+  const char* op_;
+};
+
+}  // namespace flash_attn_wheels::binding

@@ -1,0 +1,256 @@
+// Forward entry points: fwd (padded batch) and varlen_fwd (packed batch, optionally paged KV).
+// Contracts are documented in ops.h and docs/operators.md.
+#include "ops.h"
+
+#include <limits>
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "checks.h"
+#include "dispatch.h"
+#include "fold.h"
+#include "params.h"
+
+namespace flash_attn_wheels::binding {
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Empty (0,) placeholder or (B, H, Sq_r, Sk_r) buffer for the attention probabilities.
+at::Tensor probabilities_buffer(bool wanted, const Dims& dims, const at::TensorOptions& opts) {
+  if (!wanted) return at::empty({0}, opts);
+  return at::empty(
+      {dims.b, dims.h, round_up(dims.seqlen_q, kSeqPad), round_up(dims.seqlen_k, kSeqPad)}, opts);
+}
+
+void check_return_softmax(bool return_softmax, double dropout_p, const ArgChecker& chk) {
+  chk.expect(!return_softmax || dropout_p > 0.0,
+             "return_softmax=True needs dropout_p > 0 (the kernels record the attention "
+             "probabilities only on their dropout path), got dropout_p=", dropout_p);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const std::optional<at::Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
+    bool is_causal, int64_t window_size_left, int64_t window_size_right, double softcap,
+    bool return_softmax, const std::optional<at::Tensor>& rng_state) {
+  const ArgChecker chk("flash_attn::fwd");
+
+  // -- validate ---------------------------------------------------------------------------------
+  chk.query(q);
+  chk.like_query(k, "k", q);
+  chk.like_query(v, "v", q);
+  chk.rank(q, "q", 4, "(B, Sq, H, D)");
+  chk.rank(k, "k", 4, "(B, Sk, Hk, D)");
+  chk.rank(v, "v", 4, "(B, Sk, Hk, D)");
+  const int64_t B = q.size(0), Sq = q.size(1), H = q.size(2), D = q.size(3);
+  const int64_t Sk = k.size(1), Hk = k.size(2);
+  chk.batch(B);
+  chk.head_dim(D, "q");
+  chk.heads(H, Hk);
+  chk.shape(k, "k", "(B, Sk, Hk, D)", {B, Sk, Hk, D});
+  chk.shape(v, "v", "(B, Sk, Hk, D)", {B, Sk, Hk, D});
+  chk.fits_int(Sq, "Sq");
+  chk.fits_int(Sk, "Sk");
+  chk.dropout(dropout_p, softcap);
+  check_return_softmax(return_softmax, dropout_p, chk);
+
+  const c10::Device device = q.device();
+  const c10::cuda::CUDAGuard guard(device);
+  require_ampere_or_newer(device.index(), chk);
+
+  // -- kernel view of the problem ----------------------------------------------------------------
+  const bool has_alibi = alibi_slopes.has_value();
+  const Mask mask = make_mask(is_causal, window_size_left, window_size_right, int(Sq), int(Sk),
+                              has_alibi, /*single_query_shortcut=*/true);
+  const HeadFold fold(int(B), int(Sq), int(H), int(Hk), int(D),
+                      can_fold_heads(int(Sq), int(H), int(Hk), mask, dropout_p, has_alibi));
+  const at::Tensor qk = fold.fold_batched(q);
+  const Dims dims = fold.dims(int(Sk));
+
+  // -- results ------------------------------------------------------------------------------------
+  const auto opts = q.options();
+  const auto f32 = opts.dtype(at::kFloat);
+  at::Tensor out = at::empty_like(qk);
+  at::Tensor lse = at::empty({dims.b, dims.h, dims.seqlen_q}, f32);
+  at::Tensor p = probabilities_buffer(return_softmax, dims, opts);
+
+  // -- parameters -------------------------------------------------------------------------------
+  FwdParams params{};
+  start_params(params, dims, q.scalar_type() == at::kBFloat16);
+  set_forward_operands(params, batched(qk), batched(k), batched(v), batched(out));
+  params.softmax_lse_ptr = lse.data_ptr();
+  params.p_ptr = return_softmax ? p.data_ptr() : nullptr;
+  set_softmax(params, softmax_scale, softcap);
+  set_dropout(params, dropout_p);
+  set_mask(params, mask);
+  set_alibi(params, alibi_slopes, chk, dims.b, dims.h, device);
+  const SplitKvScratch scratch =
+      set_split_kv(params, /*requested=*/0, sm_count(device.index()), f32, chk);
+  at::Tensor rng_keep_alive;
+  at::Tensor rng_used =
+      set_forward_rng(params, dropout_p, rng_state, device, chk, rng_keep_alive);
+
+  // -- run --------------------------------------------------------------------------------------
+  if (Sk == 0) {
+    // No keys: zero output; LSE +inf makes every recomputed probability exp(s - lse) zero.
+    out.zero_();
+    lse.fill_(kInf);
+  } else if (dims.seqlen_q > 0) {
+    run_fwd(params, current_stream(device.index()), /*split_kv=*/params.num_splits > 1);
+  }
+
+  return {fold.unfold_out_batched(out), fold.unfold_lse_batched(lse), p, rng_used};
+}
+
+// ---------------------------------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k,
+    const std::optional<at::Tensor>& seqused_k, const std::optional<at::Tensor>& leftpad_k,
+    const std::optional<at::Tensor>& block_table, const std::optional<at::Tensor>& alibi_slopes,
+    int64_t max_seqlen_q, int64_t max_seqlen_k, double dropout_p, double softmax_scale,
+    bool zero_tensors, bool is_causal, int64_t window_size_left, int64_t window_size_right,
+    double softcap, bool return_softmax, const std::optional<at::Tensor>& rng_state) {
+  const ArgChecker chk("flash_attn::varlen_fwd");
+  const bool paged = block_table.has_value();
+
+  // -- validate ---------------------------------------------------------------------------------
+  chk.query(q);
+  chk.like_query(k, "k", q);
+  chk.like_query(v, "v", q);
+  chk.rank(q, "q", 3, "(Tq, H, D)");
+  const char* kv_dims = paged ? "(num_blocks, page_block_size, Hk, D)" : "(Tk, Hk, D)";
+  chk.rank(k, "k", paged ? 4 : 3, kv_dims);
+  chk.rank(v, "v", paged ? 4 : 3, kv_dims);
+  const c10::Device device = q.device();
+  for (const auto& [t, name] : {std::pair{&cu_seqlens_q, "cu_seqlens_q"},
+                                std::pair{&cu_seqlens_k, "cu_seqlens_k"}}) {
+    chk.same_device(*t, name, device);
+    chk.dtype(*t, name, at::kInt);
+    chk.contiguous(*t, name);
+    chk.rank(*t, name, 1, "(B+1,)");
+  }
+  const int64_t B = cu_seqlens_q.numel() - 1;
+  chk.batch(B);
+  chk.shape(cu_seqlens_k, "cu_seqlens_k", "(B+1,)", {B + 1});
+  const int64_t Tq = q.size(0), H = q.size(1), D = q.size(2);
+  const int64_t Hk = paged ? k.size(2) : k.size(1);
+  chk.head_dim(D, "q");
+  chk.heads(H, Hk);
+
+  int64_t page_block_size = 1;
+  if (paged) {
+    const at::Tensor& bt = *block_table;
+    chk.same_device(bt, "block_table", device);
+    chk.dtype(bt, "block_table", at::kInt);
+    chk.rank(bt, "block_table", 2, "(B, max_blocks)");
+    chk.last_dim_contiguous(bt, "block_table");
+    chk.shape(bt, "block_table", "(B, max_blocks)", {B, bt.size(1)});
+    const int64_t num_blocks = k.size(0);
+    page_block_size = k.size(1);
+    chk.expect(page_block_size > 0 && page_block_size % 256 == 0,
+               "page_block_size (dim 1 of the paged k/v) must be a positive multiple of 256, got ",
+               page_block_size);
+    chk.shape(k, "k", "(num_blocks, page_block_size, Hk, D)", {num_blocks, page_block_size, Hk, D});
+    chk.shape(v, "v", "(num_blocks, page_block_size, Hk, D)", {num_blocks, page_block_size, Hk, D});
+  } else {
+    const int64_t Tk = k.size(0);
+    chk.shape(k, "k", "(Tk, Hk, D)", {Tk, Hk, D});
+    chk.shape(v, "v", "(Tk, Hk, D)", {Tk, Hk, D});
+  }
+  if (seqused_k.has_value()) chk.int32_per_batch(*seqused_k, "seqused_k", B, device);
+  if (leftpad_k.has_value()) {
+    chk.expect(!paged, "leftpad_k cannot be combined with block_table (paged KV)");
+    chk.int32_per_batch(*leftpad_k, "leftpad_k", B, device);
+  }
+  chk.fits_int(Tq, "Tq");
+  chk.fits_int(max_seqlen_q, "max_seqlen_q");
+  chk.fits_int(max_seqlen_k, "max_seqlen_k");
+  chk.dropout(dropout_p, softcap);
+  check_return_softmax(return_softmax, dropout_p, chk);
+
+  const c10::cuda::CUDAGuard guard(device);
+  require_ampere_or_newer(device.index(), chk);
+
+  // -- kernel view of the problem ----------------------------------------------------------------
+  const bool has_alibi = alibi_slopes.has_value();
+  const Mask mask = make_mask(is_causal, window_size_left, window_size_right, int(max_seqlen_q),
+                              int(max_seqlen_k), has_alibi, /*single_query_shortcut=*/true);
+  // Folding needs exactly one query token per sequence.
+  const bool fold_ok = Tq == B && can_fold_heads(int(max_seqlen_q), int(H), int(Hk), mask,
+                                                 dropout_p, has_alibi);
+  const HeadFold fold(int(B), int(max_seqlen_q), int(H), int(Hk), int(D), fold_ok);
+  const at::Tensor qk = fold.fold_packed(q);
+  const Dims dims = fold.dims(int(max_seqlen_k));
+  const int64_t total_q = qk.size(0);
+
+  // -- results ------------------------------------------------------------------------------------
+  const auto opts = q.options();
+  const auto f32 = opts.dtype(at::kFloat);
+  at::Tensor out = at::empty_like(qk);
+  at::Tensor lse = at::empty({dims.h, total_q}, f32);
+  at::Tensor p = probabilities_buffer(return_softmax, dims, opts);
+  if (zero_tensors) {
+    out.zero_();
+    lse.fill_(-kInf);
+    if (return_softmax) p.zero_();
+  }
+
+  // -- parameters -------------------------------------------------------------------------------
+  FwdParams params{};
+  start_params(params, dims, q.scalar_type() == at::kBFloat16);
+  // Folded q is a padded batch of G rows per sequence; otherwise cu_seqlens_q locates rows.
+  const Operand q_op = fold.active() ? operand(qk, qk.stride(0) * dims.seqlen_q) : packed(qk);
+  const Operand out_op = fold.active() ? operand(out, out.stride(0) * dims.seqlen_q) : packed(out);
+  // A paged cache is addressed per page: its "batch" stride is the page stride.
+  const Operand k_op = paged ? batched(k) : packed(k);
+  const Operand v_op = paged ? batched(v) : packed(v);
+  set_forward_operands(params, q_op, k_op, v_op, out_op);
+  params.cu_seqlens_q = fold.active() ? nullptr : static_cast<int*>(cu_seqlens_q.data_ptr());
+  params.cu_seqlens_k = static_cast<int*>(cu_seqlens_k.data_ptr());
+  params.seqused_k = seqused_k.has_value() ? static_cast<int*>(seqused_k->data_ptr()) : nullptr;
+  params.leftpad_k = leftpad_k.has_value() ? static_cast<int*>(leftpad_k->data_ptr()) : nullptr;
+  params.total_q = static_cast<int>(total_q);
+  params.unpadded_lse = true;  // LSE is (H, Tq)
+  params.seqlenq_ngroups_swapped = fold.active();
+  params.softmax_lse_ptr = lse.data_ptr();
+  params.p_ptr = return_softmax ? p.data_ptr() : nullptr;
+  if (paged) {
+    params.block_table = static_cast<int*>(block_table->data_ptr());
+    params.block_table_batch_stride = block_table->stride(0);
+    params.page_block_size = static_cast<int>(page_block_size);
+  }
+  set_softmax(params, softmax_scale, softcap);
+  set_dropout(params, dropout_p);
+  set_mask(params, mask);
+  set_alibi(params, alibi_slopes, chk, dims.b, dims.h, device);
+  // Split-KV only pays off for decoding, i.e. the folded case.
+  const SplitKvScratch scratch =
+      fold.active() ? set_split_kv(params, /*requested=*/0, sm_count(device.index()), f32, chk)
+                    : SplitKvScratch{};
+  at::Tensor rng_keep_alive;
+  at::Tensor rng_used =
+      set_forward_rng(params, dropout_p, rng_state, device, chk, rng_keep_alive);
+
+  // -- run --------------------------------------------------------------------------------------
+  if (max_seqlen_k == 0) {
+    out.zero_();
+    lse.fill_(kInf);
+  } else if (dims.seqlen_q > 0 && total_q > 0) {
+    // Only the split-KV kernels read paged caches.
+    run_fwd(params, current_stream(device.index()),
+            /*split_kv=*/paged || params.num_splits > 1);
+  }
+
+  return {fold.unfold_out_packed(out), fold.unfold_lse_packed(lse), p, rng_used};
+}
+
+}  // namespace flash_attn_wheels::binding

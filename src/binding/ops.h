@@ -1,0 +1,118 @@
+// C++ implementations of the operators that ops.cpp registers as torch.ops.flash_attn.*.
+// docs/operators.md holds the schemas; the argument order and types here follow them exactly
+// (schema `float` -> double, `int` -> int64_t, `Tensor?` -> std::optional<at::Tensor>).
+//
+// Named dimensions: B batch, Sq/Sk query/key tokens per sequence, H query heads, Hk key/value
+// heads (H % Hk == 0), D head dim (multiple of 8, <= 256), Tq/Tk total tokens of a varlen
+// batch, Sq_r/Sk_r = Sq/Sk rounded up to a multiple of 128, G = H / Hk.
+//
+// Common rules (violations throw c10::Error, RuntimeError in Python, naming the argument):
+//  - q/k/v (and out/dout/caches) are fp16 or bf16, all the same dtype, on one CUDA device of
+//    compute capability >= 8.0, with a contiguous last dimension (other strides are free);
+//  - softmax_scale multiplies q.k before the softmax (unitless);
+//  - window_size_left/right are in tokens, -1 = unbounded; is_causal aligns the causal mask
+//    to the bottom-right corner (query i of Sq sees keys up to i + Sk - Sq);
+//  - softcap > 0 caps the scaled scores at softcap * tanh(s / softcap); 0 disables; it cannot
+//    be combined with dropout;
+//  - alibi_slopes: fp32 (H,) or (B, H) on the same device; adds -slope * |i - j| to scores;
+//  - dropout_p in [0, 1); rng_state is int64 (2,) = (Philox seed, Philox offset);
+//  - LSE (softmax_lse) is the natural-log log-sum-exp of each query row's scaled scores, fp32.
+//  - A kernel that the kernel set left out throws "flash_attn was built without ...".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include <ATen/core/Tensor.h>
+
+namespace flash_attn_wheels::binding {
+
+// Forward attention over a padded batch.
+//   q (B, Sq, H, D), k/v (B, Sk, Hk, D).
+//   rng_state: None -> draw from the default CUDA generator of q's device when dropout_p > 0.
+//   return_softmax needs dropout_p > 0 (the kernels record P only on the dropout path).
+// Returns (out, softmax_lse, p, rng_state):
+//   out (B, Sq, H, D) q.dtype; softmax_lse (B, H, Sq) fp32;
+//   p (B, H, Sq_r, Sk_r) q.dtype if return_softmax (dropped entries negated) else (0,);
+//   rng_state int64 (2,) on q's device, the Philox state used (unspecified without dropout).
+// When Sk == 0: out is zeros and softmax_lse is +inf.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const std::optional<at::Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
+    bool is_causal, int64_t window_size_left, int64_t window_size_right, double softcap,
+    bool return_softmax, const std::optional<at::Tensor>& rng_state);
+
+// Forward attention over a packed variable-length batch.
+//   q (Tq, H, D); k/v (Tk, Hk, D), or paged (num_blocks, page_block_size, Hk, D) with
+//   block_table int32 (B, max_blocks) (page_block_size a multiple of 256);
+//   cu_seqlens_q/k int32 (B+1,) prefix sums of the sequence lengths;
+//   seqused_k int32 (B,): keys actually used per sequence (optional);
+//   leftpad_k int32 (B,): keys to skip at the start of each sequence (optional, not paged);
+//   max_seqlen_q/k: longest sequence (tokens), used for tiling and window clamping.
+//   zero_tensors: clear out/softmax_lse/p before the kernel (out = 0, lse = -inf).
+// Returns (out (Tq, H, D), softmax_lse (H, Tq) fp32, p (B, H, Sq_r, Sk_r) or (0,),
+//          rng_state int64 (2,)) with Sq_r/Sk_r from max_seqlen_q/k.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k,
+    const std::optional<at::Tensor>& seqused_k, const std::optional<at::Tensor>& leftpad_k,
+    const std::optional<at::Tensor>& block_table, const std::optional<at::Tensor>& alibi_slopes,
+    int64_t max_seqlen_q, int64_t max_seqlen_k, double dropout_p, double softmax_scale,
+    bool zero_tensors, bool is_causal, int64_t window_size_left, int64_t window_size_right,
+    double softcap, bool return_softmax, const std::optional<at::Tensor>& rng_state);
+
+// Backward of fwd.
+//   dout/out (B, Sq, H, D), q (B, Sq, H, D), k/v (B, Sk, Hk, D), softmax_lse (B, H, Sq) fp32
+//   as returned by fwd; rng_state the state fwd returned (read only when dropout_p > 0).
+//   deterministic: accumulate dq without atomics races (fixed-order reduction, more memory).
+// Returns (dq like q, dk like k, dv like v, softmax_d (B, H, Sq_r) fp32 = rowsum(dout * out)).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
+    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& softmax_lse,
+    const std::optional<at::Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
+    bool is_causal, int64_t window_size_left, int64_t window_size_right, double softcap,
+    bool deterministic, const at::Tensor& rng_state);
+
+// Backward of varlen_fwd (not paged).
+//   dout/out/q (Tq, H, D), k/v (Tk, Hk, D), softmax_lse (H, Tq) fp32, cu_seqlens_q/k int32
+//   (B+1,).  zero_tensors: clear dq/dk/dv/softmax_d before the kernel.
+// Returns (dq (Tq, H, D), dk (Tk, Hk, D), dv (Tk, Hk, D), softmax_d (H, Tq + 128*B) fp32).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
+    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& softmax_lse, const at::Tensor& cu_seqlens_q,
+    const at::Tensor& cu_seqlens_k, const std::optional<at::Tensor>& alibi_slopes,
+    int64_t max_seqlen_q, int64_t max_seqlen_k, double dropout_p, double softmax_scale,
+    bool zero_tensors, bool is_causal, int64_t window_size_left, int64_t window_size_right,
+    double softcap, bool deterministic, const at::Tensor& rng_state);
+
+// Forward against a KV cache (decoding / chunked prefill), no dropout.
+//   q (B, Sq, H, D); k_cache/v_cache (B_cache, Sk_cache, Hk, D), or paged
+//   (num_blocks, page_block_size, Hk, D) with block_table int32 (B, max_blocks).
+//   k/v (B, Sk_new, Hk, D): new keys/values written IN PLACE into the caches at positions
+//   cache_seqlens[b] .. cache_seqlens[b] + Sk_new - 1 before attending (needs cache_seqlens).
+//   cache_seqlens int32 (B,): current length of each cached sequence (else Sk_cache).
+//   rotary_cos/sin (Sr, rotary_dim / 2) q.dtype, Sr >= Sk_cache, rotary_dim % 16 == 0:
+//   rotate new keys (and q) at their positions; rotary_interleaved pairs dims (0,1),(2,3)..
+//   instead of (i, i + rotary_dim/2).  Needs k/v.
+//   cache_batch_idx int32 (B,): which cache row serves each batch entry (not paged).
+//   cache_leftpad int32 (B,): cached tokens to skip at the start of each row (not paged).
+//   num_splits: 0 = heuristic, 1 = no split-KV, n = n chunks (<= 128).
+//   D need not be a multiple of 8 here: other head dims are zero-padded internally and the
+//   caches written back.
+// Returns (out (B, Sq, H, D) q.dtype, softmax_lse (B, H, Sq) fp32).
+std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
+    const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+    const std::optional<at::Tensor>& k, const std::optional<at::Tensor>& v,
+    const std::optional<at::Tensor>& cache_seqlens, const std::optional<at::Tensor>& rotary_cos,
+    const std::optional<at::Tensor>& rotary_sin, const std::optional<at::Tensor>& cache_batch_idx,
+    const std::optional<at::Tensor>& cache_leftpad, const std::optional<at::Tensor>& block_table,
+    const std::optional<at::Tensor>& alibi_slopes, double softmax_scale, bool is_causal,
+    int64_t window_size_left, int64_t window_size_right, double softcap, bool rotary_interleaved,
+    int64_t num_splits);
+
+// The build info JSON compiled into this library (group, archs, CUDA, torch, kernel set, ...).
+std::string build_info();
+
+}  // namespace flash_attn_wheels::binding

@@ -1,0 +1,326 @@
+// Parameter-block setters declared in params.h.
+#include "params.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+
+namespace flash_attn_wheels::binding {
+
+namespace {
+
+// log2(e): the kernels evaluate exp(x) as exp2(x * log2(e)).
+constexpr double kLog2e = 1.4426950408889634074;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Sizes and operands
+
+void start_params(FwdParams& p, const Dims& dims, bool is_bf16) {
+  p = FwdParams{};
+  p.is_bf16 = is_bf16;
+  p.b = dims.b;
+  p.seqlen_q = dims.seqlen_q;
+  p.seqlen_k = dims.seqlen_k;
+  p.seqlen_q_rounded = round_up(dims.seqlen_q, kSeqPad);
+  p.seqlen_k_rounded = round_up(dims.seqlen_k, kSeqPad);
+  p.h = dims.h;
+  p.h_k = dims.h_k;
+  p.h_h_k_ratio = dims.h / dims.h_k;
+  p.d = dims.d;
+  p.d_rounded = padded_head_dim(dims.d);
+  // Defaults of the optional features; the specific setters override them.
+  p.is_seqlens_k_cumulative = true;  // cu_seqlens_k (if any) holds prefix sums
+  p.page_block_size = 1;             // no paging
+  p.rotary_dim = 0;                  // no rotary embedding
+  p.num_splits = 0;                  // no split-KV
+  p.p_dropout = 1.0f;                // keep everything
+  p.p_dropout_in_uint8_t = 255;
+  p.rp_dropout = 1.0f;
+  p.window_size_left = -1;           // no mask (0 would mean a zero-width window)
+  p.window_size_right = -1;
+}
+
+Operand operand(const at::Tensor& t, int64_t batch_stride) {
+  Operand o;
+  o.ptr = t.data_ptr();
+  o.batch_stride = batch_stride;
+  o.row_stride = t.stride(-3);
+  o.head_stride = t.stride(-2);
+  return o;
+}
+
+void set_forward_operands(FwdParams& p, const Operand& q, const Operand& k, const Operand& v,
+                          const Operand& out) {
+  p.q_ptr = q.ptr;
+  p.q_batch_stride = q.batch_stride;
+  p.q_row_stride = q.row_stride;
+  p.q_head_stride = q.head_stride;
+
+  p.k_ptr = k.ptr;
+  p.k_batch_stride = k.batch_stride;
+  p.k_row_stride = k.row_stride;
+  p.k_head_stride = k.head_stride;
+
+  p.v_ptr = v.ptr;
+  p.v_batch_stride = v.batch_stride;
+  p.v_row_stride = v.row_stride;
+  p.v_head_stride = v.head_stride;
+
+  p.o_ptr = out.ptr;
+  p.o_batch_stride = out.batch_stride;
+  p.o_row_stride = out.row_stride;
+  p.o_head_stride = out.head_stride;
+}
+
+void set_backward_operands(BwdParams& p, const Operand& dout, const Operand& dq,
+                           const Operand& dk, const Operand& dv) {
+  p.do_ptr = dout.ptr;
+  p.do_batch_stride = dout.batch_stride;
+  p.do_row_stride = dout.row_stride;
+  p.do_head_stride = dout.head_stride;
+
+  p.dq_ptr = dq.ptr;
+  p.dq_batch_stride = dq.batch_stride;
+  p.dq_row_stride = dq.row_stride;
+  p.dq_head_stride = dq.head_stride;
+
+  p.dk_ptr = dk.ptr;
+  p.dk_batch_stride = dk.batch_stride;
+  p.dk_row_stride = dk.row_stride;
+  p.dk_head_stride = dk.head_stride;
+
+  p.dv_ptr = dv.ptr;
+  p.dv_batch_stride = dv.batch_stride;
+  p.dv_row_stride = dv.row_stride;
+  p.dv_head_stride = dv.head_stride;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Softmax, dropout, mask, ALiBi
+
+void set_softmax(FwdParams& p, double softmax_scale, double softcap) {
+  if (softcap > 0.0) {
+    // With a cap the kernels compute cap * tanh(q.k * (scale / cap)); the softmax then runs on
+    // the capped scores, so its own scale is the cap.
+    p.softcap = static_cast<float>(softmax_scale / softcap);
+    p.scale_softmax = static_cast<float>(softcap);
+  } else {
+    p.softcap = 0.0f;
+    p.scale_softmax = static_cast<float>(softmax_scale);
+  }
+  p.scale_softmax_log2 = static_cast<float>(static_cast<double>(p.scale_softmax) * kLog2e);
+  // Combined scale; set_dropout recomputes it too, so either setter may run last.
+  p.scale_softmax_rp_dropout = p.rp_dropout * p.scale_softmax;
+}
+
+void set_dropout(FwdParams& p, double dropout_p) {
+  // The kernels work with the probability of keeping an element, compared as an 8-bit
+  // threshold against Philox output (rounded down, the comparison is <=).
+  const float keep = 1.0f - static_cast<float>(dropout_p);
+  p.p_dropout = keep;
+  p.p_dropout_in_uint8_t = static_cast<uint8_t>(std::floor(keep * 255.0));
+  p.rp_dropout = 1.0f / keep;
+  p.scale_softmax_rp_dropout = p.rp_dropout * p.scale_softmax;
+}
+
+Mask make_mask(bool is_causal, int64_t left, int64_t right, int seqlen_q, int seqlen_k,
+               bool has_alibi, bool single_query_shortcut) {
+  // Any negative value means "unbounded"; a side that reaches past every key is too.
+  if (left < 0 || left >= seqlen_k) left = -1;
+  if (right < 0 || right >= seqlen_k) right = -1;
+  if (single_query_shortcut && seqlen_q == 1 && !has_alibi) is_causal = false;
+  if (is_causal) right = 0;
+
+  Mask m;
+  m.causal = left < 0 && right == 0;
+  // A one-sided window: bound the open side by seqlen_k so the kernels see two bounds.
+  if (left < 0 && right >= 0) left = seqlen_k;
+  if (left >= 0 && right < 0) right = seqlen_k;
+  m.local = !m.causal && left >= 0;
+  m.left = static_cast<int>(left);
+  m.right = static_cast<int>(right);
+  return m;
+}
+
+void set_mask(FwdParams& p, const Mask& mask) {
+  p.is_causal = mask.causal;
+  p.window_size_left = mask.left;
+  p.window_size_right = mask.right;
+}
+
+void set_alibi(FwdParams& p, const std::optional<at::Tensor>& slopes, const ArgChecker& chk,
+               int b, int h, const c10::Device& device) {
+  p.alibi_slopes_ptr = nullptr;
+  p.alibi_slopes_batch_stride = 0;
+  if (!slopes.has_value()) return;
+  const at::Tensor& s = *slopes;
+  chk.same_device(s, "alibi_slopes", device);
+  chk.dtype(s, "alibi_slopes", at::kFloat);
+  chk.expect(s.dim() == 1 || s.dim() == 2, "alibi_slopes must have shape (H,) or (B, H), got ",
+             s.sizes());
+  if (s.dim() == 1) {
+    chk.shape(s, "alibi_slopes", "(H,)", {h});
+  } else {
+    chk.shape(s, "alibi_slopes", "(B, H)", {b, h});
+  }
+  chk.last_dim_contiguous(s, "alibi_slopes");
+  p.alibi_slopes_ptr = s.data_ptr();
+  p.alibi_slopes_batch_stride = s.dim() == 2 ? s.stride(0) : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Split-KV
+
+int choose_num_splits(int work_blocks, int sm_slots, int kv_blocks, int max_splits) {
+  // Enough independent blocks to nearly fill the GPU already: splitting only adds traffic.
+  if (work_blocks >= 0.8f * sm_slots) return 1;
+  const int limit = std::min({max_splits, sm_slots, kv_blocks});
+  if (limit <= 1) return 1;
+
+  const auto tiles_per_split = [kv_blocks](int n) { return (kv_blocks + n - 1) / n; };
+  // n splits only differ from n-1 splits if the chunk size changes.
+  const auto distinct = [&](int n) {
+    return n == 1 || tiles_per_split(n) != tiles_per_split(n - 1);
+  };
+  // Fraction of the last wave that is busy.
+  const auto wave_efficiency = [&](int n) {
+    const float waves = static_cast<float>(work_blocks) * n / sm_slots;
+    return waves / std::ceil(waves);
+  };
+
+  float best = 0.0f;
+  for (int n = 1; n <= limit; ++n) {
+    if (distinct(n)) best = std::max(best, wave_efficiency(n));
+  }
+  for (int n = 1; n <= limit; ++n) {
+    if (distinct(n) && wave_efficiency(n) >= 0.85f * best) return n;
+  }
+  return 1;
+}
+
+SplitKvScratch set_split_kv(FwdParams& p, int requested, int sm_count,
+                            const at::TensorOptions& float_opts, const ArgChecker& chk) {
+  SplitKvScratch scratch;
+  p.num_splits = requested;
+  if (p.p_dropout < 1.0f) {
+    // The split kernels have no dropout path; the caller launches the regular kernel.
+    return scratch;
+  }
+  if (requested < 1) {
+    // Key tile width and query tile height of the split-KV kernels, by head dim.
+    const int kv_tile = p.d <= 64 ? 256 : (p.d <= 128 ? 128 : 64);
+    const int q_tile = 64;
+    const int kv_blocks = (p.seqlen_k + kv_tile - 1) / kv_tile;
+    const int q_blocks = (p.seqlen_q + q_tile - 1) / q_tile;
+    // Two 128-thread blocks fit on one SM.
+    p.num_splits = choose_num_splits(p.b * p.h * q_blocks, sm_count * 2, kv_blocks, 128);
+  }
+  chk.expect(p.num_splits <= 128, "num_splits must be at most 128, got ", p.num_splits);
+  if (p.num_splits > 1) {
+    scratch.lse_accum = at::empty({p.num_splits, p.b, p.h, p.seqlen_q}, float_opts);
+    scratch.out_accum =
+        at::empty({p.num_splits, p.b, p.h, p.seqlen_q, p.d_rounded}, float_opts);
+    p.softmax_lseaccum_ptr = scratch.lse_accum.data_ptr();
+    p.oaccum_ptr = scratch.out_accum.data_ptr();
+  }
+  return scratch;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dropout RNG
+
+namespace {
+
+// Validates a user-supplied (seed, offset) tensor.
+void check_rng_state(const at::Tensor& s, const ArgChecker& chk, const c10::Device& device) {
+  chk.expect(s.defined(), "rng_state is an undefined tensor");
+  chk.dtype(s, "rng_state", at::kLong);
+  chk.expect(s.numel() == 2, "rng_state must hold 2 elements (Philox seed, offset), got shape ",
+             s.sizes());
+  chk.expect(s.is_cpu() || s.device() == device,
+             "rng_state must be on the CPU or on the same CUDA device as q (", device,
+             "), got a tensor on ", s.device());
+}
+
+}  // namespace
+
+at::Tensor set_forward_rng(FwdParams& p, double dropout_p, const std::optional<at::Tensor>& given,
+                           const c10::Device& device, const ArgChecker& chk,
+                           at::Tensor& keep_alive) {
+  at::Tensor used = at::empty({2}, at::TensorOptions().dtype(at::kLong).device(device));
+  p.rng_state = reinterpret_cast<uint64_t*>(used.data_ptr());
+  p.philox_args = at::PhiloxCudaState{};
+
+  if (given.has_value()) {
+    check_rng_state(*given, chk, device);
+    if (dropout_p > 0.0) {
+      if (given->is_cpu()) {
+        // Known on the host: pass by value.
+        const at::Tensor host = given->contiguous();
+        const int64_t* v = host.const_data_ptr<int64_t>();
+        p.philox_args = at::PhiloxCudaState(static_cast<uint64_t>(v[0]), static_cast<uint64_t>(v[1]));
+      } else {
+        // On the device: let the kernel read it (the "captured" form of the Philox state, which
+        // dereferences both pointers at run time).  No host synchronisation needed.
+        keep_alive = given->contiguous();
+        int64_t* v = keep_alive.data_ptr<int64_t>();
+        p.philox_args = at::PhiloxCudaState(v, v + 1, 0);
+      }
+    }
+  } else if (dropout_p > 0.0) {
+    const at::Generator& gen_handle = at::cuda::detail::getDefaultCUDAGenerator(device.index());
+    auto* gen = at::check_generator<at::CUDAGeneratorImpl>(gen_handle);
+    // The generator is shared by every thread of the process.
+    std::lock_guard<std::mutex> lock(gen->mutex_);
+    p.philox_args = gen->philox_cuda_state(static_cast<uint64_t>(philox_increment(p)));
+  }
+  return used;
+}
+
+at::Tensor set_backward_rng(BwdParams& p, double dropout_p, const at::Tensor& rng_state,
+                            const c10::Device& device, const ArgChecker& chk) {
+  at::Tensor on_device;
+  if (dropout_p > 0.0) {
+    check_rng_state(rng_state, chk, device);
+    on_device = rng_state.to(device, /*non_blocking=*/false, /*copy=*/false).contiguous();
+  } else if (rng_state.defined() && rng_state.numel() >= 2 && rng_state.device() == device &&
+             rng_state.scalar_type() == at::kLong && rng_state.is_contiguous()) {
+    on_device = rng_state;  // unused by the math, but dereferenced by the kernel
+  } else {
+    on_device = at::zeros({2}, at::TensorOptions().dtype(at::kLong).device(device));
+  }
+  p.rng_state = reinterpret_cast<uint64_t*>(on_device.data_ptr());
+  return on_device;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device
+
+int sm_count(c10::DeviceIndex device) {
+  int count = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  return count;
+}
+
+void require_ampere_or_newer(c10::DeviceIndex device, const ArgChecker& chk) {
+  int major = 0;
+  int minor = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  chk.expect(major >= 8, "FlashAttention-2 needs a GPU of compute capability 8.0 (Ampere) or "
+             "newer; cuda:", static_cast<int>(device), " is sm_", major, minor);
+}
+
+cudaStream_t current_stream(c10::DeviceIndex device) {
+  return c10::cuda::getCurrentCUDAStream(device).stream();
+}
+
+}  // namespace flash_attn_wheels::binding
