@@ -17,23 +17,6 @@ namespace flash_attn_wheels::binding {
 
 namespace {
 
-// Head dims the kernels do not take (not a multiple of 8) are zero-padded on the last dim.
-// Zero padding changes neither q.k nor the first D output columns.
-struct HeadDimPad {
-  int64_t original;
-  int64_t padded;
-
-  bool needed() const { return padded != original; }
-  at::Tensor apply(const at::Tensor& t) const {
-    if (!needed() || !t.defined()) return t;
-    return at::constant_pad_nd(t, {0, padded - original}, 0);
-  }
-  at::Tensor strip(const at::Tensor& t) const {
-    if (!needed()) return t;
-    return t.narrow(-1, 0, original);
-  }
-};
-
 // Rotary tables: cos and sin (Sr, rotary_dim / 2), q's dtype and device, contiguous.
 int check_rotary(const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& q,
                  int64_t head_dim, int64_t cache_len, const ArgChecker& chk) {
@@ -81,7 +64,7 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
   const int64_t B = q.size(0), Sq = q.size(1), H = q.size(2), D = q.size(3);
   const int64_t Hk = k_cache.size(2);
   chk.batch(B);
-  chk.expect(D > 0 && D <= 256, "head dim D of q must be in [1, 256], got ", D);
+  chk.head_dim(D, "q");
   chk.heads(H, Hk);
   const c10::Device device = q.device();
 
@@ -155,15 +138,9 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
   const bool has_alibi = alibi_slopes.has_value();
   const Mask mask = make_mask(is_causal, window_size_left, window_size_right, int(Sq),
                               int(cache_len), has_alibi, /*single_query_shortcut=*/true);
-  const HeadDimPad pad{D, round_up(int(D), 8)};
-  const HeadFold fold(int(B), int(Sq), int(H), int(Hk), int(pad.padded),
+  const HeadFold fold(int(B), int(Sq), int(H), int(Hk), int(D),
                       can_fold_heads(int(Sq), int(H), int(Hk), mask, 0.0, has_alibi));
-  const at::Tensor qk = pad.apply(fold.fold_batched(q));
-  // Padding copies the caches; the appended tokens are copied back after the kernel.
-  const at::Tensor kc = pad.apply(k_cache);
-  const at::Tensor vc = pad.apply(v_cache);
-  const at::Tensor k_new = appending ? pad.apply(*k) : at::Tensor();
-  const at::Tensor v_new = appending ? pad.apply(*v) : at::Tensor();
+  const at::Tensor qk = fold.fold_batched(q);
   const Dims dims = fold.dims(int(cache_len));
 
   // -- results ------------------------------------------------------------------------------------
@@ -175,11 +152,11 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
   FwdParams params{};
   start_params(params, dims, q.scalar_type() == at::kBFloat16);
   // A paged cache is addressed per page: batched() takes the page stride as "batch" stride.
-  set_forward_operands(params, batched(qk), batched(kc), batched(vc), batched(out));
+  set_forward_operands(params, batched(qk), batched(k_cache), batched(v_cache), batched(out));
   params.softmax_lse_ptr = lse.data_ptr();
   if (appending) {
-    const Operand kn = batched(k_new);
-    const Operand vn = batched(v_new);
+    const Operand kn = batched(*k);
+    const Operand vn = batched(*v);
     params.seqlen_knew = static_cast<int>(new_len);
     params.knew_ptr = kn.ptr;
     params.knew_batch_stride = kn.batch_stride;
@@ -227,14 +204,7 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
     run_fwd(params, current_stream(device.index()), split_kv);
   }
 
-  if (pad.needed() && appending) {
-    // The kernel appended into the padded copies; write the caller's caches.
-    k_cache.copy_(pad.strip(kc));
-    v_cache.copy_(pad.strip(vc));
-  }
-  out = fold.unfold_out_batched(out);
-  if (pad.needed()) out = pad.strip(out).contiguous();
-  return {out, fold.unfold_lse_batched(lse)};
+  return {fold.unfold_out_batched(out), fold.unfold_lse_batched(lse)};
 }
 
 }  // namespace flash_attn_wheels::binding

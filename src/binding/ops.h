@@ -38,6 +38,8 @@ namespace flash_attn_wheels::binding {
 //   p (B, H, Sq_r, Sk_r) q.dtype if return_softmax (dropped entries negated) else (0,);
 //   rng_state int64 (2,) on q's device, the Philox state used (unspecified without dropout).
 // When Sk == 0: out is zeros and softmax_lse is +inf.
+// Errors: the common rules; shape mismatches between q/k/v; return_softmax without dropout;
+// a malformed rng_state (not int64, not 2 elements, other device).
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const std::optional<at::Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
@@ -54,6 +56,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
 //   zero_tensors: clear out/softmax_lse/p before the kernel (out = 0, lse = -inf).
 // Returns (out (Tq, H, D), softmax_lse (H, Tq) fp32, p (B, H, Sq_r, Sk_r) or (0,),
 //          rng_state int64 (2,)) with Sq_r/Sk_r from max_seqlen_q/k.
+// Errors: as fwd; cu_seqlens/seqused_k/leftpad_k/block_table not int32 on q's device or of
+// the wrong shape; page_block_size not a multiple of 256; leftpad_k together with block_table.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k,
@@ -68,6 +72,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
 //   as returned by fwd; rng_state the state fwd returned (read only when dropout_p > 0).
 //   deterministic: accumulate dq without atomics races (fixed-order reduction, more memory).
 // Returns (dq like q, dk like k, dv like v, softmax_d (B, H, Sq_r) fp32 = rowsum(dout * out)).
+// Errors: the common rules; shapes of out/dout/softmax_lse; rng_state malformed with dropout.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
     const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor& out, const at::Tensor& softmax_lse,
@@ -79,6 +84,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
 //   dout/out/q (Tq, H, D), k/v (Tk, Hk, D), softmax_lse (H, Tq) fp32, cu_seqlens_q/k int32
 //   (B+1,).  zero_tensors: clear dq/dk/dv/softmax_d before the kernel.
 // Returns (dq (Tq, H, D), dk (Tk, Hk, D), dv (Tk, Hk, D), softmax_d (H, Tq + 128*B) fp32).
+// Errors: as bwd; cu_seqlens not int32 (B+1,) contiguous on q's device.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
     const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor& out, const at::Tensor& softmax_lse, const at::Tensor& cu_seqlens_q,
@@ -99,9 +105,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
 //   cache_batch_idx int32 (B,): which cache row serves each batch entry (not paged).
 //   cache_leftpad int32 (B,): cached tokens to skip at the start of each row (not paged).
 //   num_splits: 0 = heuristic, 1 = no split-KV, n = n chunks (<= 128).
-//   D need not be a multiple of 8 here: other head dims are zero-padded internally and the
-//   caches written back.
 // Returns (out (B, Sq, H, D) q.dtype, softmax_lse (B, H, Sq) fp32).
+// Errors: the common rules; k without v (or the reverse) or without cache_seqlens; Sk_new
+// larger than the cache; rotary tables without k/v or malformed; cache_batch_idx or
+// cache_leftpad with block_table; fewer cache rows than B; num_splits outside [0, 128].
 std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
     const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
     const std::optional<at::Tensor>& k, const std::optional<at::Tensor>& v,
