@@ -222,3 +222,18 @@ function(flash_attn_host_flags)
   set(${ARG_OUT_CUDA_FLAGS} "${cuda_flags}" PARENT_SCOPE)
   set(${ARG_OUT_CXX_STANDARD} "${std}" PARENT_SCOPE)
 endfunction()
+
+# flash_attn_hide_exports(<target>)
+#   The shared object exports nothing but what loading needs: the operators register themselves
+#   from static initialisers (TORCH_LIBRARY), so no symbol has to be visible. -fvisibility=hidden
+#   still leaves ~140 weak template symbols from torch/std headers exported on Linux; a version
+#   script with `local: *` hides them too. MSVC exports nothing without dllexport, which keeps
+#   the import library far below LNK1189's 65535-export limit.
+function(flash_attn_hide_exports target)
+  if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    set(script "${CMAKE_BINARY_DIR}/flash_attn_exports.map")
+    file(CONFIGURE OUTPUT "${script}" CONTENT "{ local: *; };\n")
+    target_link_options(${target} PRIVATE "LINKER:--version-script=${script}" "LINKER:--no-undefined")
+    set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${script}")
+  endif()
+endfunction()

@@ -66,6 +66,9 @@ macro(flash_attn_find_torch)
   set(_fat_saved_archs "${CMAKE_CUDA_ARCHITECTURES}")
   unset(CMAKE_CUDA_ARCHITECTURES)  # TorchConfig warns about it and would switch it OFF
   unset(CMAKE_CUDA_ARCHITECTURES CACHE)
+  # A fixed list keeps TorchConfig from probing the local GPU with try_run (which fails without
+  # CMAKE_CUDA_ARCHITECTURES); the flags it derives from it are thrown away below anyway.
+  set(TORCH_CUDA_ARCH_LIST "8.0")
   # TorchConfig still uses the legacy FindCUDA, which guesses the toolkit from the nvcc on PATH
   # (wrong when that is a wrapper script); point it at the toolkit CMake's CUDA language found.
   if(NOT CUDA_TOOLKIT_ROOT_DIR)
