@@ -115,9 +115,11 @@ def _ws_join(anchor: str) -> str:
     # whitespace between two word characters is required (\s+), elsewhere optional (\s*).
     tokens = re.findall(r"\w+|[^\w\s]", _code_only(anchor))
     pattern = ""
-    for prev, tok in zip([None] + tokens, tokens):
+    for prev, tok in zip([None] + tokens[:-1], tokens, strict=True):
         if prev is not None:
-            pattern += r"\s+" if (prev[-1].isalnum() or prev[-1] == "_") and (tok[0].isalnum() or tok[0] == "_") else r"\s*"
+            pattern += (
+                r"\s+" if (prev[-1].isalnum() or prev[-1] == "_") and (tok[0].isalnum() or tok[0] == "_") else r"\s*"
+            )
         pattern += re.escape(tok)
     return pattern
 
@@ -151,7 +153,7 @@ def loop_span(code: str, loop_anchor: str, file: str, start: int, end: int, what
     """Span (start of line of the `#pragma unroll` before the loop, end of line of its '}')."""
     m = find_once(code, loop_anchor, file, start, end, what)
     brace = code.find("{", m.end())
-    if brace < 0 or code[m.end():brace].strip():
+    if brace < 0 or code[m.end() : brace].strip():
         raise DeltaShapeError(file, loop_anchor, f"loop body does not follow the loop header in {what}")
     close = matching_brace(code, brace)
     if close < 0 or close > end:
@@ -179,8 +181,10 @@ def _indent_of(code: str, index: int) -> str:
 # ---------------------------------------------------------------------------------------------
 # The edits of softmax.h.
 
-A1_CALL = ("flash_attn_wheels::deltas::rescale_o_max_lagging<Check_inf>("
-           "row_max, scores_max_prev, row_sum, acc_o_rowcol, softmax_scale_log2);  // A-1 (flash_attn wheels)")
+A1_CALL = (
+    "flash_attn_wheels::deltas::rescale_o_max_lagging<Check_inf>("
+    "row_max, scores_max_prev, row_sum, acc_o_rowcol, softmax_scale_log2);  // A-1 (flash_attn wheels)"
+)
 A2_CALL = "flash_attn_wheels::deltas::exp2_row(tensor, mi, scale, max_scaled);  // A-2 (flash_attn wheels)"
 
 
@@ -189,24 +193,35 @@ def patch_softmax(text: str, file: str) -> str:
     code = _code_only(text)  # same indices as text, comments blanked
 
     # Shape checks that A-1's exactness relies on: the LSE is built from row_max, the base of row_sum.
-    _require(code, ["row_max(mi) * softmax_scale + __logf(sum)"], file, 0, len(code),
-             "normalize_softmax_lse (A-1 needs LSE = row_max * scale + log(row_sum))")
+    _require(
+        code,
+        ["row_max(mi) * softmax_scale + __logf(sum)"],
+        file,
+        0,
+        len(code),
+        "normalize_softmax_lse (A-1 needs LSE = row_max * scale + log(row_sum))",
+    )
 
     edits: list[tuple[int, int, str]] = []
 
     # 1. include our header after utils.h
     inc = find_once(code, '#include "utils.h"', file)
     inc_line_end = text.find("\n", inc.end())
-    edits.append((inc_line_end, inc_line_end,
-                  f"\n// {MARKER} (src/kernels/apply_deltas.py)\n#include \"{HEADER_NAME}\""))
+    edits.append((inc_line_end, inc_line_end, f'\n// {MARKER} (src/kernels/apply_deltas.py)\n#include "{HEADER_NAME}"'))
 
     # 2. A-2: the per-column loop of scale_apply_exp2
     what = "scale_apply_exp2"
     fb, fe = function_body(code, "__device__ void scale_apply_exp2(", file)
     _require(code, ["const float max_scaled ="], file, fb, fe, what)
     s, e = loop_span(code, "for (int ni = 0; ni < size<1>(tensor); ++ni)", file, fb, fe, what)
-    _require(text, ["tensor(mi, ni) = exp2f(", "* scale - max_scaled", "UNFUSE_FMA"], file, s, e,
-             "the per-column loop of scale_apply_exp2")
+    _require(
+        text,
+        ["tensor(mi, ni) = exp2f(", "* scale - max_scaled", "UNFUSE_FMA"],
+        file,
+        s,
+        e,
+        "the per-column loop of scale_apply_exp2",
+    )
     edits.append((s, e, _indent_of(text, s) + A2_CALL))
 
     # 3. A-1: the per-row rescale loop of softmax_rescale_o
@@ -214,15 +229,34 @@ def patch_softmax(text: str, file: str) -> str:
     fb, fe = function_body(code, "void softmax_rescale_o(", file)
     _require(code, ["Check_inf"], file, code.rfind("template", 0, fb), fb, "the template header of softmax_rescale_o")
     s, e = loop_span(code, "for (int mi = 0; mi < size(row_max); ++mi)", file, fb, fe, what)
-    _require(text, ["scores_max_prev(mi) - scores_max_cur", "row_sum(mi) *= scores_scale",
-                    "acc_o_rowcol(mi, ni) *= scores_scale"], file, s, e, "the rescale loop of softmax_rescale_o")
+    _require(
+        text,
+        ["scores_max_prev(mi) - scores_max_cur", "row_sum(mi) *= scores_scale", "acc_o_rowcol(mi, ni) *= scores_scale"],
+        file,
+        s,
+        e,
+        "the rescale loop of softmax_rescale_o",
+    )
     # the loop must sit between the max update and the exp2 of the new block
-    _require(code, ["cute::copy(row_max, scores_max_prev);", "reduce_max</*zero_init=*/false>(scores, row_max);",
-                    "Tensor acc_o_rowcol ="], file, fb, s, "softmax_rescale_o before the rescale loop")
+    _require(
+        code,
+        [
+            "cute::copy(row_max, scores_max_prev);",
+            "reduce_max</*zero_init=*/false>(scores, row_max);",
+            "Tensor acc_o_rowcol =",
+        ],
+        file,
+        fb,
+        s,
+        "softmax_rescale_o before the rescale loop",
+    )
     after = code[e:fe].lstrip()
     if not re.match(_ws_join("FLASH_NAMESPACE::scale_apply_exp2(scores, row_max, softmax_scale_log2);"), after):
-        raise DeltaShapeError(file, "FLASH_NAMESPACE::scale_apply_exp2(scores, row_max, softmax_scale_log2);",
-                              "expected right after the rescale loop of softmax_rescale_o")
+        raise DeltaShapeError(
+            file,
+            "FLASH_NAMESPACE::scale_apply_exp2(scores, row_max, softmax_scale_log2);",
+            "expected right after the rescale loop of softmax_rescale_o",
+        )
     edits.append((s, e, _indent_of(text, s) + A1_CALL))
 
     out = text
@@ -234,8 +268,7 @@ def patch_softmax(text: str, file: str) -> str:
 def check_forward_kernel(text: str, file: str) -> None:
     """The forward kernel must reach the patched code through Softmax::softmax_rescale_o."""
     code = _code_only(text)
-    for anchor in ["softmax.template softmax_rescale_o</*Is_first=*/false",
-                   "softmax.template normalize_softmax_lse"]:
+    for anchor in ["softmax.template softmax_rescale_o</*Is_first=*/false", "softmax.template normalize_softmax_lse"]:
         if not re.search(_ws_join(anchor), code):
             raise DeltaShapeError(file, anchor, "not found (the deltas patch Softmax in softmax.h for this kernel)")
 
@@ -292,15 +325,20 @@ def plan(tree: Path) -> list[Change]:
     found = re.search(re.escape(MARKER_PREFIX) + r"(\d+)", text)
     if found:
         if int(found.group(1)) != DELTAS_VERSION:
-            raise DeltaShapeError(str(softmax), MARKER,
-                                  f"already patched by deltas v{found.group(1)}; re-extract the upstream tree")
+            raise DeltaShapeError(
+                str(softmax), MARKER, f"already patched by deltas v{found.group(1)}; re-extract the upstream tree"
+            )
         for anchor in (f'#include "{HEADER_NAME}"', A1_CALL.split("(")[0], A2_CALL.split("(")[0]):
             if anchor not in text:
-                raise DeltaShapeError(str(softmax), anchor, "marker present but the patch is incomplete; "
-                                      "re-extract the upstream tree")
+                raise DeltaShapeError(
+                    str(softmax), anchor, "marker present but the patch is incomplete; re-extract the upstream tree"
+                )
     else:
-        changes.append(Change(softmax, patch_softmax(text, str(softmax)), crlf,
-                              "A-1 rescale skip with max lagging, A-2 packed FMA"))
+        changes.append(
+            Change(
+                softmax, patch_softmax(text, str(softmax)), crlf, "A-1 rescale skip with max lagging, A-2 packed FMA"
+            )
+        )
 
     header = kdir / HEADER_NAME
     if not header.is_file() or header.read_text(encoding="utf-8") != header_text:
@@ -326,17 +364,21 @@ def apply(tree: Path, check_only: bool = False) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tree", required=True, type=Path,
-                    help="extracted upstream root (holds csrc/flash_attn/src); edited in place")
+    ap.add_argument(
+        "--tree", required=True, type=Path, help="extracted upstream root (holds csrc/flash_attn/src); edited in place"
+    )
     ap.add_argument("--check-only", action="store_true", help="verify the tree's shape, write nothing")
     args = ap.parse_args(argv)
     try:
         lines = apply(args.tree, check_only=args.check_only)
     except DeltaShapeError as e:
         print(f"apply_deltas: error: {e}", file=sys.stderr)
-        print("apply_deltas: the tree does not have the shape the flash_attn wheels deltas (A-1, A-2) expect; "
-              "use the pinned flash-attn 2.8.3.post2 sources, or build a tree that carries its own version "
-              "with FLASH_ATTN_APPLY_DELTAS=OFF.", file=sys.stderr)
+        print(
+            "apply_deltas: the tree does not have the shape the flash_attn wheels deltas (A-1, A-2) expect; "
+            "use the pinned flash-attn 2.8.3.post2 sources, or build a tree that carries its own version "
+            "with FLASH_ATTN_APPLY_DELTAS=OFF.",
+            file=sys.stderr,
+        )
         return EXIT_MISMATCH
     for line in lines:
         print(line)

@@ -77,8 +77,12 @@ def worker(lib: str | None, out_path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lib", action="append", default=[],
-                    help="shared object of a build (repeat for a side-by-side table); default $FLASH_ATTN_LIB or the installed package")
+    ap.add_argument(
+        "--lib",
+        action="append",
+        default=[],
+        help="shared object of a build (repeat for a side-by-side table); default $FLASH_ATTN_LIB or the package",
+    )
     ap.add_argument("--label", action="append", default=[], help="column label per --lib")
     ap.add_argument("--json", help="write all results here")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -95,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for i, lib in enumerate(libs):
             out = os.path.join(tmp, f"r{i}.json")
-            cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--out", out] + (["--lib", lib] if lib else [])
+            cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--out", out] + (
+                ["--lib", lib] if lib else []
+            )
             print(f"[latency_a1] {labels[i]}: {lib or 'installed flash_attn'}", flush=True)
             proc = subprocess.run(cmd)
             if proc.returncode != 0:
@@ -104,11 +110,14 @@ def main(argv: list[str] | None = None) -> int:
             with open(out) as f:
                 results.append(json.load(f))
 
-    for label, r in zip(labels, results):
-        print(f"{label}: {r['lib'] or 'installed flash_attn'}  deltas: {r['build_info'].get('deltas', '?')}  ({r['device']})")
-    head = "| S | D | " + " | ".join(f"{l} ms (TFLOP/s)" for l in labels)
+    for label, r in zip(labels, results, strict=True):
+        print(
+            f"{label}: {r['lib'] or 'installed flash_attn'}  "
+            f"deltas: {r['build_info'].get('deltas', '?')}  ({r['device']})"
+        )
+    head = "| S | D | " + " | ".join(f"{name} ms (TFLOP/s)" for name in labels)
     if len(results) > 1:
-        head += " | " + " | ".join(f"{l} speedup vs {labels[0]}" for l in labels[1:])
+        head += " | " + " | ".join(f"{name} speedup vs {labels[0]}" for name in labels[1:])
     print(head + " |")
     print("|" + "---|" * (2 + len(results) + max(0, len(results) - 1)))
     for n, (s, d) in enumerate(SHAPES):

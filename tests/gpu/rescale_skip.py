@@ -151,6 +151,7 @@ class Backend:
             self.source = lib
         else:
             import flash_attn
+
             self.flash_attn = flash_attn
             self.source = getattr(flash_attn, "__file__", "flash_attn")
 
@@ -168,8 +169,9 @@ class Backend:
             if self.lib:
                 res = torch.ops.flash_attn.fwd(q, k, v, None, 0.0, scale, causal, -1, -1, 0.0, False, None)
                 return res[0], res[1]
-            out, lse, _ = self.flash_attn.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal,
-                                                          return_attn_probs=True)
+            out, lse, _ = self.flash_attn.flash_attn_func(
+                q, k, v, softmax_scale=scale, causal=causal, return_attn_probs=True
+            )
             return out, lse
         except RuntimeError as e:
             kind = type(e).__name__
@@ -232,16 +234,22 @@ def check_case(backend, case: Case, seed: int, device: str = "cuda") -> dict:
     res["problems"] = problems
     # what --save keeps: full LSE, a fixed subset of rows of the output, a digest of all of it
     rows = torch.linspace(0, case.sq - 1, min(SAVED_ROWS, case.sq), device=out.device).long()
-    res["saved"] = {"lse": lse.cpu(), "out_rows": rows.cpu(), "out": out[:, rows].cpu(),
-                    "out_sha256": hashlib.sha256(out.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest()}
+    res["saved"] = {
+        "lse": lse.cpu(),
+        "out_rows": rows.cpu(),
+        "out": out[:, rows].cpu(),
+        "out_sha256": hashlib.sha256(out.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest(),
+    }
     return res
 
 
 def compare_results(a: dict, b: dict) -> tuple[list[dict], bool]:
     """Two saved runs of the same cases (same seed) agree to rounding?"""
     if a["meta"]["seed"] != b["meta"]["seed"]:
-        raise SystemExit(f"seeds differ ({a['meta']['seed']} vs {b['meta']['seed']}): rerun one with "
-                         f"--compare-to the other so both see the same inputs")
+        raise SystemExit(
+            f"seeds differ ({a['meta']['seed']} vs {b['meta']['seed']}): rerun one with "
+            f"--compare-to the other so both see the same inputs"
+        )
     rows, ok = [], True
     for name, ca in a["cases"].items():
         cb = b["cases"].get(name)
@@ -252,12 +260,20 @@ def compare_results(a: dict, b: dict) -> tuple[list[dict], bool]:
         oa, ob = sa["out"].float(), sb["out"].float()
         la, lb = sa["lse"], sb["lse"]
         fin = torch.isfinite(lb)
-        r = {"name": name, "bit_identical": sa["out_sha256"] == sb["out_sha256"],
-             "out_rel_linf": rel_linf(oa, ob), "out_cos": cosine(oa, ob),
-             "lse_abs": (la[fin] - lb[fin]).abs().max().item() if fin.any() else 0.0,
-             "inf_match": bool(torch.equal(torch.isinf(la), torch.isinf(lb)))}
-        good = (r["out_rel_linf"] <= AGREE_GATES[dt] and r["out_cos"] >= AGREE_GATES["cosine"]
-                and r["lse_abs"] <= AGREE_GATES["lse_abs"] and r["inf_match"])
+        r = {
+            "name": name,
+            "bit_identical": sa["out_sha256"] == sb["out_sha256"],
+            "out_rel_linf": rel_linf(oa, ob),
+            "out_cos": cosine(oa, ob),
+            "lse_abs": (la[fin] - lb[fin]).abs().max().item() if fin.any() else 0.0,
+            "inf_match": bool(torch.equal(torch.isinf(la), torch.isinf(lb))),
+        }
+        good = (
+            r["out_rel_linf"] <= AGREE_GATES[dt]
+            and r["out_cos"] >= AGREE_GATES["cosine"]
+            and r["lse_abs"] <= AGREE_GATES["lse_abs"]
+            and r["inf_match"]
+        )
         r["status"] = "agree" if good else "DIFFER"
         ok &= good
         rows.append(r)
@@ -276,16 +292,20 @@ def print_check_table(results: list[dict]) -> None:
             print(f"| {r['name']} | | | | | not built |")
             continue
         extra = f" ({'; '.join(r['problems'])})" if r["problems"] else ""
-        print(f"| {r['name']} | {r['out_rel_linf']:.2e} | {r['out_cos']:.6f} | {r['lse_rel_linf']:.2e} | "
-              f"{r['lse_cos']:.6f} | {r['status']}{extra} |")
+        print(
+            f"| {r['name']} | {r['out_rel_linf']:.2e} | {r['out_cos']:.6f} | {r['lse_rel_linf']:.2e} | "
+            f"{r['lse_cos']:.6f} | {r['status']}{extra} |"
+        )
 
 
 def print_compare_table(rows: list[dict]) -> None:
     print("| case | bit-identical | out rel_Linf | out cos | LSE max abs diff | status |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['name']} | {'yes' if r['bit_identical'] else 'no'} | {r['out_rel_linf']:.2e} | "
-              f"{r['out_cos']:.7f} | {r['lse_abs']:.2e} | {r['status']} |")
+        print(
+            f"| {r['name']} | {'yes' if r['bit_identical'] else 'no'} | {r['out_rel_linf']:.2e} | "
+            f"{r['out_cos']:.7f} | {r['lse_abs']:.2e} | {r['status']} |"
+        )
 
 
 def run_checks(lib: str | None, seed: int, quick: bool, dims, only: str | None = None) -> dict:
@@ -299,16 +319,27 @@ def run_checks(lib: str | None, seed: int, quick: bool, dims, only: str | None =
         except NotBuilt as e:
             results.append({"name": case.name, "status": "not built", "problems": [str(e)]})
         torch.cuda.empty_cache()
-    return {"meta": {"seed": seed, "source": backend.source, "build_info": backend.build_info(),
-                     "device": torch.cuda.get_device_name(), "torch": torch.__version__, "quick": quick,
-                     "gates": {"fp16": GATES[torch.float16], "bf16": GATES[torch.bfloat16], "cosine": COSINE_GATE}},
-            "cases": {r["name"]: r for r in results}}
+    return {
+        "meta": {
+            "seed": seed,
+            "source": backend.source,
+            "build_info": backend.build_info(),
+            "device": torch.cuda.get_device_name(),
+            "torch": torch.__version__,
+            "quick": quick,
+            "gates": {"fp16": GATES[torch.float16], "bf16": GATES[torch.bfloat16], "cosine": COSINE_GATE},
+        },
+        "cases": {r["name"]: r for r in results},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lib", default=os.environ.get("FLASH_ATTN_LIB"),
-                    help="shared object to load (torch.ops.flash_attn); default $FLASH_ATTN_LIB, else the installed package")
+    ap.add_argument(
+        "--lib",
+        default=os.environ.get("FLASH_ATTN_LIB"),
+        help="shared object to load (torch.ops.flash_attn); default $FLASH_ATTN_LIB, else the installed package",
+    )
     ap.add_argument("--save", help="write results (.pt) for a later --compare")
     ap.add_argument("--compare-to", help="results (.pt) of another build: reuse its seed and require agreement")
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two saved result files and exit")
@@ -316,8 +347,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="S 1000/2048 instead of 1000/8192")
     ap.add_argument("--dims", default="64,128,256")
     ap.add_argument("--only", help="run only cases whose name contains this")
-    ap.add_argument("--expect-fail", action="store_true",
-                    help="for a FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET build: succeed only if grow cases fail")
+    ap.add_argument(
+        "--expect-fail",
+        action="store_true",
+        help="for a FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET build: succeed only if grow cases fail",
+    )
     args = ap.parse_args(argv)
 
     if args.compare:
@@ -339,13 +373,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rescale_skip: no usable flash_attn build: {e}", file=sys.stderr)
         return 1
     results = list(data["cases"].values())
-    print(f"build: {data['meta']['source']}  deltas: {data['meta']['build_info'].get('deltas', '?')}  "
-          f"device: {data['meta']['device']}  seed: {seed}")
+    print(
+        f"build: {data['meta']['source']}  deltas: {data['meta']['build_info'].get('deltas', '?')}  "
+        f"device: {data['meta']['device']}  seed: {seed}"
+    )
     print_check_table(results)
     checked = [r for r in results if r["status"] != "not built"]
     failed = [r for r in checked if r["status"] == "FAIL"]
-    print(f"{len(checked) - len(failed)} passed, {len(failed)} failed, "
-          f"{len(results) - len(checked)} not built ({time.time() - t0:.0f} s)")
+    print(
+        f"{len(checked) - len(failed)} passed, {len(failed)} failed, "
+        f"{len(results) - len(checked)} not built ({time.time() - t0:.0f} s)"
+    )
     if args.save:
         torch.save(data, args.save)
         print(f"saved {args.save}")

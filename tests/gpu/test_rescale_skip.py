@@ -46,10 +46,10 @@ class EmulatedKernel:
             s.masked_fill_(j > i + (sk - sq), float("-inf"))
         sl2 = scale * math.log2(math.e)
         m = torch.full(s.shape[:-1], float("-inf"))
-        l = torch.zeros(s.shape[:-1])
+        lsum = torch.zeros(s.shape[:-1])
         o = torch.zeros(*s.shape[:-1], vf.shape[-1])
         for n, j0 in enumerate(reversed(range(0, sk, self.block))):
-            blk = s[..., j0:j0 + self.block]
+            blk = s[..., j0 : j0 + self.block]
             m_prev = m.clone()
             m = torch.maximum(m_prev, blk.amax(-1))
             if n > 0:
@@ -60,18 +60,18 @@ class EmulatedKernel:
                     m = torch.where(skip, m_prev, m)
                 cur = torch.where(m == float("-inf"), 0.0, m)
                 r = torch.where(skip, 1.0, torch.exp2((m_prev - cur) * sl2))
-                l *= r
+                lsum *= r
                 o *= r[..., None]
                 self.skipped += int(skip.sum())
                 self.rescaled += int((~skip).sum())
             base = torch.where(m == float("-inf"), 0.0, m * sl2)
             p = torch.exp2(blk * sl2 - base[..., None])
             self.p_max = max(self.p_max, float(p.max()))
-            l += p.sum(-1)
-            o += p.to(q.dtype).float() @ vf[..., j0:j0 + self.block, :]
-        empty = l == 0
-        lse = torch.where(empty, float("inf"), m * scale + torch.log(torch.where(empty, 1.0, l)))
-        out = o / torch.where(empty, 1.0, l)[..., None]
+            lsum += p.sum(-1)
+            o += p.to(q.dtype).float() @ vf[..., j0 : j0 + self.block, :]
+        empty = lsum == 0
+        lse = torch.where(empty, float("inf"), m * scale + torch.log(torch.where(empty, 1.0, lsum)))
+        out = o / torch.where(empty, 1.0, lsum)[..., None]
         return out.transpose(1, 2).to(q.dtype), lse
 
 
@@ -117,7 +117,9 @@ def test_masked_rows_checked():
     class NaNRows(EmulatedKernel):
         def fwd(self, *a):
             out, lse = super().fwd(*a)
-            return out.nan_to_num(0.0) + torch.where(torch.isinf(lse), float("nan"), 0.0).transpose(1, 2)[..., None].to(out.dtype), lse
+            return out.nan_to_num(0.0) + torch.where(torch.isinf(lse), float("nan"), 0.0).transpose(1, 2)[..., None].to(
+                out.dtype
+            ), lse
 
     assert rs.check_case(NaNRows(64), case, seed=5, device="cpu")["status"] == "FAIL"
 
@@ -127,8 +129,19 @@ def test_compare_two_result_files():
         out = torch.randn(2, 8, 2, 64).half()
         lse = torch.randn(2, 2, 8)
         lse[0, 0, 0] = float("inf")
-        return {"meta": {"seed": 1}, "cases": {"grow@64/fp16/full/d64/s8x8": {"saved": {
-            "lse": lse + shift, "out_rows": torch.arange(8), "out": out + shift, "out_sha256": str(shift)}}}}
+        return {
+            "meta": {"seed": 1},
+            "cases": {
+                "grow@64/fp16/full/d64/s8x8": {
+                    "saved": {
+                        "lse": lse + shift,
+                        "out_rows": torch.arange(8),
+                        "out": out + shift,
+                        "out_sha256": str(shift),
+                    }
+                }
+            },
+        }
 
     torch.manual_seed(0)
     a = saved(0.0)

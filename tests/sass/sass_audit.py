@@ -40,9 +40,17 @@ DEFAULT_CONFIGS = "sm_100:1,sm_100:0,sm_120:1,sm_120:0,sm_80:1"
 DEFAULT_TREE_CANDIDATES = ["/work/cache/src/flash_attn-2.8.3.post2"]
 
 NVCC_FLAGS = [
-    "-std=c++20", "-O3", "--use_fast_math", "--expt-relaxed-constexpr", "--expt-extended-lambda",
-    "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__",
-    "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-DFLASH_NAMESPACE=flash", "-DNDEBUG",
+    "-std=c++20",
+    "-O3",
+    "--use_fast_math",
+    "--expt-relaxed-constexpr",
+    "--expt-extended-lambda",
+    "-U__CUDA_NO_HALF_OPERATORS__",
+    "-U__CUDA_NO_HALF_CONVERSIONS__",
+    "-U__CUDA_NO_HALF2_OPERATORS__",
+    "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-DFLASH_NAMESPACE=flash",
+    "-DNDEBUG",
 ]
 
 # Our own instantiation unit: the fp16, hdim64, non-causal forward entry point.
@@ -72,7 +80,10 @@ def find_tool(name: str) -> str | None:
     roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
     try:
         import nvidia  # namespace package of the nvidia-* wheels
-        roots += [str(Path(p) / sub) for p in nvidia.__path__ for sub in ("cu13", "cu12", "cuda_cuobjdump", "cuda_nvdisasm")]
+
+        roots += [
+            str(Path(p) / sub) for p in nvidia.__path__ for sub in ("cu13", "cu12", "cuda_cuobjdump", "cuda_nvdisasm")
+        ]
     except ImportError:
         pass
     for root in roots:
@@ -83,6 +94,7 @@ def find_tool(name: str) -> str | None:
 
 def torch_includes() -> list[str]:
     import torch
+
     base = Path(torch.__file__).resolve().parent / "include"
     return [str(base), str(base / "torch" / "csrc" / "api" / "include")]
 
@@ -118,9 +130,18 @@ def compile_unit(work: Path, tree: Path, cutlass: Path, arch: str, packed: int, 
         print(f"[sass_audit] {arch} packed={packed}: cached {obj.name}", flush=True)
         return obj, 0.0
     nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "nvcc"
-    cmd = [nvcc, "-c", str(work / "unit_fwd_hdim64_fp16.cu"), "-o", str(obj) + ".tmp",
-           f"-gencode=arch=compute_{sm},code=sm_{sm}",
-           "-I", str(tree / apply_deltas.KERNEL_DIR), "-I", str(cutlass)]
+    cmd = [
+        nvcc,
+        "-c",
+        str(work / "unit_fwd_hdim64_fp16.cu"),
+        "-o",
+        str(obj) + ".tmp",
+        f"-gencode=arch=compute_{sm},code=sm_{sm}",
+        "-I",
+        str(tree / apply_deltas.KERNEL_DIR),
+        "-I",
+        str(cutlass),
+    ]
     for inc in torch_includes():
         cmd += ["-isystem", inc]
     cmd += NVCC_FLAGS + extra
@@ -140,11 +161,12 @@ def dump_sass(obj: Path) -> str:
     cuobjdump = find_tool("cuobjdump")
     nvdisasm = find_tool("nvdisasm")
     if not cuobjdump or not nvdisasm:
-        raise SystemExit("[sass_audit] cuobjdump/nvdisasm not found: pip install nvidia-cuda-cuobjdump "
-                         "nvidia-cuda-nvdisasm (or put the CUDA toolkit's bin on PATH)")
+        raise SystemExit(
+            "[sass_audit] cuobjdump/nvdisasm not found: pip install nvidia-cuda-cuobjdump "
+            "nvidia-cuda-nvdisasm (or put the CUDA toolkit's bin on PATH)"
+        )
     env = dict(os.environ, PATH=str(Path(nvdisasm).parent) + os.pathsep + os.environ.get("PATH", ""))
-    proc = subprocess.run([cuobjdump, "--dump-sass", str(obj)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.run([cuobjdump, "--dump-sass", str(obj)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"[sass_audit] cuobjdump failed: {proc.stderr.strip()}")
     return proc.stdout
@@ -182,19 +204,25 @@ def count_sass(sass: str, function_filter: str = "flash_fwd_kernel") -> dict:
     for c in per_func.values():
         total.update(c)
     keys = ["FFMA2", "FFMA", "MUFU.EX2", "FMUL2", "FADD2", "instructions"]
-    return {"kernels": len(per_func),
-            "total": {k: int(total.get(k, 0)) for k in keys},
-            "per_kernel": {name: {k: int(c.get(k, 0)) for k in keys} for name, c in sorted(per_func.items())}}
+    return {
+        "kernels": len(per_func),
+        "total": {k: int(total.get(k, 0)) for k in keys},
+        "per_kernel": {name: {k: int(c.get(k, 0)) for k in keys} for name, c in sorted(per_func.items())},
+    }
 
 
 def markdown(rows: list[dict]) -> str:
-    out = ["| arch | FLASH_ATTN_PACKED_FMA | fwd kernels | FFMA2 (packed) | FFMA (scalar) | MUFU.EX2 | FFMA2 / MUFU.EX2 |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "| arch | FLASH_ATTN_PACKED_FMA | fwd kernels | FFMA2 (packed) | FFMA (scalar) | MUFU.EX2 | FFMA2 / MUFU.EX2 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         t = r["counts"]["total"]
         ratio = t["FFMA2"] / t["MUFU.EX2"] if t["MUFU.EX2"] else 0.0
-        out.append(f"| {r['arch']} | {r['packed']} | {r['counts']['kernels']} | {t['FFMA2']} | {t['FFMA']} | "
-                   f"{t['MUFU.EX2']} | {ratio:.2f} |")
+        out.append(
+            f"| {r['arch']} | {r['packed']} | {r['counts']['kernels']} | {t['FFMA2']} | {t['FFMA']} | "
+            f"{t['MUFU.EX2']} | {ratio:.2f} |"
+        )
     return "\n".join(out)
 
 
@@ -202,8 +230,9 @@ def locate_tree(arg: str | None) -> Path:
     for cand in [arg, os.environ.get("FLASH_ATTN_SOURCE_DIR"), *DEFAULT_TREE_CANDIDATES]:
         if cand and (Path(cand) / apply_deltas.KERNEL_DIR / "softmax.h").is_file():
             return Path(cand)
-    raise SystemExit("[sass_audit] no upstream tree: pass --tree <root holding csrc/flash_attn/src> "
-                     "or set FLASH_ATTN_SOURCE_DIR")
+    raise SystemExit(
+        "[sass_audit] no upstream tree: pass --tree <root holding csrc/flash_attn/src> or set FLASH_ATTN_SOURCE_DIR"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,11 +264,20 @@ def main(argv: list[str] | None = None) -> int:
         counts = count_sass(sass)
         if counts["kernels"] == 0:
             raise SystemExit(f"[sass_audit] no flash_fwd_kernel function in the SASS of {obj.name}")
-        rows.append({"arch": arch, "packed": int(packed), "threshold": args.threshold,
-                     "compile_seconds": round(seconds, 1), "object": obj.name, "counts": counts})
+        rows.append(
+            {
+                "arch": arch,
+                "packed": int(packed),
+                "threshold": args.threshold,
+                "compile_seconds": round(seconds, 1),
+                "object": obj.name,
+                "counts": counts,
+            }
+        )
         # write after every config so a long run leaves partial results behind
-        json_path.write_text(json.dumps({"unit": "fwd hdim64 fp16 non-causal", "nvcc_flags": NVCC_FLAGS,
-                                         "results": rows}, indent=2))
+        json_path.write_text(
+            json.dumps({"unit": "fwd hdim64 fp16 non-causal", "nvcc_flags": NVCC_FLAGS, "results": rows}, indent=2)
+        )
         print(f"[sass_audit] {arch} packed={packed}: {counts['total']}", flush=True)
 
     table = markdown(rows)

@@ -44,8 +44,10 @@ def run_script(*args: str) -> subprocess.CompletedProcess:
 def tree(tmp_path: Path) -> Path:
     src = upstream_tree()
     if src is None:
-        pytest.skip("no extracted upstream flash-attn tree: set FLASH_ATTN_SOURCE_DIR to a root holding "
-                    "csrc/flash_attn/src (the build stages one under build/_deps)")
+        pytest.skip(
+            "no extracted upstream flash-attn tree: set FLASH_ATTN_SOURCE_DIR to a root holding "
+            "csrc/flash_attn/src (the build stages one under build/_deps)"
+        )
     shutil.copytree(src / KERNEL_DIR, tmp_path / KERNEL_DIR)
     return tmp_path
 
@@ -63,7 +65,11 @@ def test_apply_patches_softmax_and_adds_header(tree: Path):
     r = run_script("--tree", str(tree))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
-    assert len(lines) == 2 and any("softmax.h" in l for l in lines) and any("flash_attn_wheels_deltas.h" in l for l in lines)
+    assert (
+        len(lines) == 2
+        and any("softmax.h" in line for line in lines)
+        and any("flash_attn_wheels_deltas.h" in line for line in lines)
+    )
     patched = softmax_h(tree).read_text()
     assert "flash-attn-wheels-deltas v1" in patched
     assert '#include "flash_attn_wheels_deltas.h"' in patched
@@ -76,8 +82,14 @@ def test_apply_patches_softmax_and_adds_header(tree: Path):
     assert patched.count("tensor(mi, ni) * scale - max_scaled") == 1
     assert "normalize_softmax_lse" in patched and "max_scale_exp2_sum" in patched
     header = (tree / KERNEL_DIR / "flash_attn_wheels_deltas.h").read_text()
-    for macro in ("FLASH_ATTN_RESCALE_THRESHOLD", "FLASH_ATTN_PACKED_FMA", "FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET",
-                  "UNFUSE_FMA", "fma.rn.f32x2", "__CUDA_ARCH__ >= 1000"):
+    for macro in (
+        "FLASH_ATTN_RESCALE_THRESHOLD",
+        "FLASH_ATTN_PACKED_FMA",
+        "FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET",
+        "UNFUSE_FMA",
+        "fma.rn.f32x2",
+        "__CUDA_ARCH__ >= 1000",
+    ):
         assert macro in header
     assert "asm volatile" not in header  # the packed FMA must stay schedulable
     # only softmax.h changed among upstream's files
@@ -115,21 +127,33 @@ def test_header_refreshed_when_stale(tree: Path):
     assert header.read_text() == (REPO / "src" / "kernels" / "deltas" / "flash_attn_wheels_deltas.h").read_text()
 
 
-@pytest.mark.parametrize("old,new,anchor", [
-    # the rescale loop changed shape
-    ("row_sum(mi) *= scores_scale;", "row_sum(mi) = row_sum(mi) * scores_scale;", "row_sum(mi) *= scores_scale"),
-    # the function the A-1 edit lives in was renamed
-    ("void softmax_rescale_o(", "void softmax_rescale_o_v2(", "void softmax_rescale_o("),
-    # the per-column exp2 loop was rewritten
-    ("for (int ni = 0; ni < size<1>(tensor); ++ni)  {\n            // Instead",
-     "for (int ni = 0; ni < kCols; ++ni)  {\n            // Instead", "for (int ni = 0; ni < size<1>(tensor); ++ni)"),
-    # the exp2 of the new block no longer follows the rescale loop
-    ("FLASH_NAMESPACE::scale_apply_exp2(scores, row_max, softmax_scale_log2);\n            // We don't do",
-     "// moved\n            // We don't do", "FLASH_NAMESPACE::scale_apply_exp2(scores, row_max, softmax_scale_log2);"),
-    # LSE no longer built from row_max (A-1's exactness argument would not hold)
-    ("row_max(mi) * softmax_scale + __logf(sum)", "row_max(mi) * softmax_scale + logf(sum)",
-     "row_max(mi) * softmax_scale + __logf(sum)"),
-])
+@pytest.mark.parametrize(
+    "old,new,anchor",
+    [
+        # the rescale loop changed shape
+        ("row_sum(mi) *= scores_scale;", "row_sum(mi) = row_sum(mi) * scores_scale;", "row_sum(mi) *= scores_scale"),
+        # the function the A-1 edit lives in was renamed
+        ("void softmax_rescale_o(", "void softmax_rescale_o_v2(", "void softmax_rescale_o("),
+        # the per-column exp2 loop was rewritten
+        (
+            "for (int ni = 0; ni < size<1>(tensor); ++ni)  {\n            // Instead",
+            "for (int ni = 0; ni < kCols; ++ni)  {\n            // Instead",
+            "for (int ni = 0; ni < size<1>(tensor); ++ni)",
+        ),
+        # the exp2 of the new block no longer follows the rescale loop
+        (
+            "FLASH_NAMESPACE::scale_apply_exp2(scores, row_max, softmax_scale_log2);\n            // We don't do",
+            "// moved\n            // We don't do",
+            "FLASH_NAMESPACE::scale_apply_exp2(scores, row_max, softmax_scale_log2);",
+        ),
+        # LSE no longer built from row_max (A-1's exactness argument would not hold)
+        (
+            "row_max(mi) * softmax_scale + __logf(sum)",
+            "row_max(mi) * softmax_scale + logf(sum)",
+            "row_max(mi) * softmax_scale + __logf(sum)",
+        ),
+    ],
+)
 def test_mangled_tree_is_refused(tree: Path, old: str, new: str, anchor: str):
     path = softmax_h(tree)
     text = path.read_text()
@@ -200,11 +224,11 @@ def online_softmax(s, v, block, scale, threshold=0.0, mode="reset", p_dtype=np.f
     rows, n = s.shape
     starts = list(range(0, n, block))[::-1]
     m = np.full(rows, -np.inf, np.float32)
-    l = np.zeros(rows, np.float32)
+    lsum = np.zeros(rows, np.float32)
     o = np.zeros((rows, v.shape[1]), np.float32)
     stats = {"skipped": 0, "rescaled": 0, "p_max": 0.0}
     for k, j0 in enumerate(starts):
-        blk = s[:, j0:j0 + block]
+        blk = s[:, j0 : j0 + block]
         m_prev = m.copy()
         m = np.maximum(m_prev, blk.max(axis=1))
         if k > 0:
@@ -215,19 +239,19 @@ def online_softmax(s, v, block, scale, threshold=0.0, mode="reset", p_dtype=np.f
                 m = np.where(skip, m_prev, m)
             cur = np.where(m == -np.inf, np.float32(0), m)  # Check_inf
             r = np.where(skip, np.float32(1), np.exp2((m_prev - cur) * scale_log2)).astype(np.float32)
-            l *= r
+            lsum *= r
             o *= r[:, None]
             stats["skipped"] += int(skip.sum())
             stats["rescaled"] += int((~skip).sum())
         base = np.where(m == -np.inf, np.float32(0), m * scale_log2).astype(np.float32)
         p = np.exp2(blk * scale_log2 - base[:, None]).astype(np.float32)
         stats["p_max"] = max(stats["p_max"], float(p.max()))
-        l += p.sum(axis=1)
-        o += p.astype(p_dtype).astype(np.float32) @ v[j0:j0 + block].astype(np.float32)
+        lsum += p.sum(axis=1)
+        o += p.astype(p_dtype).astype(np.float32) @ v[j0 : j0 + block].astype(np.float32)
     with np.errstate(divide="ignore"):
-        empty = l == 0
-        lse = np.where(empty, np.inf, m * np.float32(scale) + np.log(np.where(empty, 1, l)))
-        out = o / np.where(empty, 1, l)[:, None]
+        empty = lsum == 0
+        lse = np.where(empty, np.inf, m * np.float32(scale) + np.log(np.where(empty, 1, lsum)))
+        out = o / np.where(empty, 1, lsum)[:, None]
     return out, lse, stats
 
 
@@ -322,3 +346,30 @@ def test_masked_rows_and_blocks():
     assert rel_linf(out[:-2], ref_o) < 2e-3
     assert np.abs(lse[:-2] - ref_lse).max() < 1e-4
     assert st["skipped"] > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The SASS audit's instruction counting (tests/sass/sass_audit.py), on a made-up dump
+
+
+def test_sass_audit_counts_forward_kernels_only():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sass_audit", REPO / "tests" / "sass" / "sass_audit.py")
+    audit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(audit)
+    dump = """
+	code for sm_100
+		Function : _ZN5flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsILi64EEEvv
+        /*0000*/                   LDC R1, c[0x0][0x37c] ;                 /* 0x0000df00ff017b82 */
+        /*00a0*/                   FFMA2 R4, R4.F32x2.HI_LO, UR6.F32, R0.F32 ;  /* 0x0000000604047c49 */
+        /*00b0*/                   MUFU.EX2 R7, R4 ;                       /* 0x0000000400077308 */
+        /*00c0*/              @!P1 MUFU.EX2 R5, R5 ;                       /* 0x0000000500057308 */
+        /*00d0*/                   FFMA.FTZ R0, R0, UR6, R5 ;              /* 0x0000000600007c23 */
+		Function : _ZN5flash23flash_bwd_dq_dk_dv_kernelEv
+        /*0000*/                   FFMA2 R4, R4.F32x2.HI_LO, UR6.F32, R0.F32 ;  /* 0x0000000604047c49 */
+"""
+    c = audit.count_sass(dump)
+    assert c["kernels"] == 1
+    assert c["total"]["FFMA2"] == 1 and c["total"]["FFMA"] == 1 and c["total"]["MUFU.EX2"] == 2
+    assert c["total"]["instructions"] == 5

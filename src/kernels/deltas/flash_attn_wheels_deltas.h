@@ -104,7 +104,8 @@ __forceinline__ __device__ void exp2_row(TensorT &tensor, int mi, float scale, f
 // For each row: delta = (row_max_prev - row_max) * scale_log2 <= 0 is how far (log2 units) the max
 // moved.  If delta >= -threshold the row keeps row_max_prev as its base: the output accumulator
 // and the row sum keep their scale, and exp2(x * scale_log2 - row_max_prev * scale_log2) of the
-// new block is at most 2^threshold.  Otherwise the upstream rescale by exp2(delta) runs.
+// new block is at most 2^threshold.  Otherwise the upstream rescale by exp2(delta) runs.  A warp
+// whose rows all skip jumps over the rescale altogether.
 //
 // A row whose previous max is -inf (all keys so far masked) always takes the upstream path, which
 // handles -inf with Check_inf exactly as before (no -inf - -inf).
@@ -112,16 +113,31 @@ template <bool Check_inf, typename TensorMax, typename TensorMaxPrev, typename T
 __forceinline__ __device__ void rescale_o_max_lagging(TensorMax &row_max, TensorMaxPrev const &row_max_prev,
                                                       TensorSum &row_sum, TensorAcc &acc_o_rowcol,
                                                       float scale_log2) {
+    constexpr int kRows = decltype(cute::size(row_max))::value;
+    bool rescale_row[kRows];
+    bool any_rescale = false;
     #pragma unroll
-    for (int mi = 0; mi < cute::size(row_max); ++mi) {
+    for (int mi = 0; mi < kRows; ++mi) {
+        rescale_row[mi] = true;
         if constexpr (kRescaleThreshold > 0.f) {
             const float prev = row_max_prev(mi);
             const bool skip = prev != -INFINITY && (prev - row_max(mi)) * scale_log2 >= -kRescaleThreshold;
             if (skip) {
                 if constexpr (!kBrokenNoMaxReset) { row_max(mi) = prev; }
-                continue;
+                rescale_row[mi] = false;
             }
         }
+        any_rescale |= rescale_row[mi];
+    }
+    if constexpr (kRescaleThreshold > 0.f) {
+        // Warp-uniform exit: when no row of the warp needs it, the rescale is skipped as a whole
+        // (per row it would only be predicated off, still taking issue slots).  Every thread of
+        // the warp reaches this point (softmax_rescale_o is called by the whole thread block).
+        if (!__any_sync(0xffffffffu, any_rescale)) { return; }
+    }
+    #pragma unroll
+    for (int mi = 0; mi < kRows; ++mi) {
+        if (!rescale_row[mi]) { continue; }
         const float cur = !Check_inf ? row_max(mi) : (row_max(mi) == -INFINITY ? 0.0f : row_max(mi));
         const float rescale = exp2f((row_max_prev(mi) - cur) * scale_log2);
         row_sum(mi) *= rescale;
