@@ -1,0 +1,103 @@
+"""Sessions that build, test, validate and release the flash_attn wheels.
+
+Each session installs pinned tools and calls a tested module under src/release/; options go
+after ``--`` (``nox -s wheel_legacy -- --kernel-set dev``; ``python -m release.wheels --help``
+lists them). docs/release.md describes every session and option.
+
+Virtual environments: the build, smoke and dev sessions create theirs with
+``--system-site-packages`` so the machine's torch (several GB) is reused; ``--torch-version``
+installs another torch into the session only when the one found differs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+SRC = ROOT / "src"
+sys.path.insert(0, str(SRC))
+
+from release import pins  # noqa: E402
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.default_venv_backend = "venv"
+SHARED = ["--system-site-packages"]  # reuse the machine's torch; see the module docstring
+ENV = {"PYTHONPATH": str(SRC)}
+
+
+def _release(session: nox.Session, module: str, *args: str) -> None:
+    session.install(*pins.BUILD)
+    session.run("python", "-m", f"release.{module}", *args, *session.posargs, env=ENV)
+
+
+@nox.session(venv_params=SHARED)
+def wheel_blackwell(session: nox.Session) -> None:
+    """Build, tag, checksum and smoke-test the blackwell wheel (sm_100, sm_120, sm_121)."""
+    _release(session, "wheels", "--arch-group", "blackwell")
+
+
+@nox.session(venv_params=SHARED)
+def wheel_legacy(session: nox.Session) -> None:
+    """Build, tag, checksum and smoke-test the legacy wheel (sm_80, sm_89, sm_90)."""
+    _release(session, "wheels", "--arch-group", "legacy")
+
+
+@nox.session(venv_params=SHARED)
+def wheel_custom(session: nox.Session) -> None:
+    """Build a wheel for the SMs given with --cuda-archs (e.g. -- --cuda-archs 80,90)."""
+    _release(session, "wheels", "--arch-group", "custom")
+
+
+@nox.session(venv_params=SHARED)
+def smoke(session: nox.Session) -> None:
+    """Install the given wheel(s) into a fresh venv and check them (-- path/to/flash_attn-...whl)."""
+    if not session.posargs:
+        session.error("give the wheel to test: nox -s smoke -- wheelhouse/flash_attn-...whl")
+    _release(session, "smoke")
+
+
+@nox.session(venv_params=SHARED)
+def validate(session: nox.Session) -> None:
+    """GPU validation report of a wheel (-- WHEEL [--out reports/]); needs a CUDA device."""
+    if not session.posargs or not session.posargs[0].endswith(".whl"):
+        session.error("give the wheel to validate first: nox -s validate -- wheelhouse/flash_attn-...whl")
+    wheel, rest = session.posargs[0], session.posargs[1:]
+    session.install(*pins.BUILD)
+    session.install("--no-deps", "--force-reinstall", wheel)
+    session.install("einops")
+    out = [] if "--out" in rest else ["--out", str(ROOT / "reports")]
+    # Run from an empty folder so the checkout's flash_attn/ is never imported instead of the wheel.
+    tmp = session.create_tmp()
+    session.chdir(tmp)
+    session.run("python", str(SRC / "release" / "validate.py"), "--wheel", str(Path(wheel).resolve()), *out, *rest)
+
+
+@nox.session(name="release", venv_params=SHARED)
+def release_(session: nox.Session) -> None:
+    """Gather wheels and reports into dist/release-<version> with SHA256SUMS, and verify it."""
+    _release(session, "publish")
+
+
+@nox.session(venv_params=SHARED, reuse_venv=True)
+def dev(session: nox.Session) -> None:
+    """Editable install into .nox/dev that rebuilds on import (kernel set dev, legacy group)."""
+    _release(session, "dev")
+
+
+@nox.session(venv_params=SHARED)
+def tests(session: nox.Session) -> None:
+    """The test command: pytest on tests/ (unit, cmake, build; gpu tests skip without a GPU)."""
+    session.install(*pins.BUILD, *pins.TEST)
+    session.run("pytest", *(session.posargs or ["tests"]), env=ENV)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check on the Python code."""
+    session.install(*pins.LINT)
+    paths = session.posargs or ["."]
+    session.run("ruff", "check", *paths)
+    session.run("ruff", "format", "--check", *paths)

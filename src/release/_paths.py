@@ -1,0 +1,38 @@
+"""Paths of this checkout, and access to src/kernels/kernel_set.py without copying it."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SRC_DIR = REPO_ROOT / "src"
+KERNEL_SET_PY = SRC_DIR / "kernels" / "kernel_set.py"
+VERSION_PY = REPO_ROOT / "flash_attn" / "_version.py"
+DEFAULT_BUILD_ROOT = REPO_ROOT / "build"
+DEFAULT_WHEELHOUSE = REPO_ROOT / "wheelhouse"
+
+
+@cache
+def kernel_set() -> ModuleType:
+    """src/kernels/kernel_set.py as a module (the single definition of the kernel sets)."""
+    name = "flash_attn_kernel_set"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, KERNEL_SET_PY)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look the module up while the class is created
+    spec.loader.exec_module(module)
+    return module
+
+
+def package_version(version_py: Path = VERSION_PY) -> str:
+    """The package version from flash_attn/_version.py (the same source pyproject.toml reads)."""
+    m = re.search(r'^__version__\s*=\s*"([^"]+)"', version_py.read_text(encoding="utf-8"), re.MULTILINE)
+    if not m:
+        raise RuntimeError(f'{version_py} has no __version__ = "..." line')
+    return m.group(1)

@@ -1,0 +1,122 @@
+"""Checks run *inside* the smoke-test virtual environment (stdlib + torch + the installed wheel).
+
+Run by release/smoke.py as ``<venv python> _smoke_check.py --expect-version V --group G`` from
+an empty working directory (so the source checkout's flash_attn/ can never be imported instead
+of the installed one). Prints one JSON object ``{"checks": [...], "build_info": {...}}`` on its
+last output line; exit status 1 when a check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib
+import importlib.metadata
+import json
+import os
+import sys
+import traceback
+
+RESULTS: list[dict] = []
+FOUND: dict = {}
+
+
+def check(name):
+    def wrap(fn):
+        try:
+            detail = fn()
+            RESULTS.append({"check": name, "ok": True, "detail": detail})
+        except Exception as e:  # noqa: BLE001 - every failure is a reported result
+            RESULTS.append({"check": name, "ok": False, "detail": f"{type(e).__name__}: {e}"})
+            traceback.print_exc()
+        return fn
+
+    return wrap
+
+
+def package_build_info(pkg) -> tuple[dict, str]:
+    """The build info as the package exposes it, else the JSON file beside the package."""
+    for attr in ("build_info", "get_build_info", "BUILD_INFO"):
+        value = getattr(pkg, attr, None)
+        if callable(value):
+            value = value()
+        if isinstance(value, str):
+            value = json.loads(value)
+        if isinstance(value, dict) and value:
+            return value, f"flash_attn.{attr}"
+    files = glob.glob(os.path.join(os.path.dirname(pkg.__file__), "build_info_*.json"))
+    if len(files) != 1:
+        raise RuntimeError(f"expected one build_info_*.json beside the package, found {files}")
+    with open(files[0], encoding="utf-8") as f:
+        return json.load(f), os.path.basename(files[0])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--expect-version", required=True)
+    p.add_argument("--group", required=True)
+    args = p.parse_args()
+
+    @check("pip metadata reports the full version")
+    def _():
+        found = importlib.metadata.version("flash_attn")
+        assert found == args.expect_version, f"importlib.metadata says {found}, expected {args.expect_version}"
+        return found
+
+    @check("import flash_attn (the installed package)")
+    def _():
+        pkg = importlib.import_module("flash_attn")
+        if getattr(pkg, "__file__", None) is None:
+            where = list(pkg.__path__)
+            raise RuntimeError(f"flash_attn is a namespace package ({where}): the wheel has no __init__.py")
+        here = os.path.realpath(os.path.dirname(pkg.__file__))
+        prefix = os.path.realpath(sys.prefix)
+        assert here.startswith(prefix), f"imported {here}, not from the virtual environment {prefix}"
+        FOUND["pkg"] = pkg
+        return here
+
+    pkg = FOUND.get("pkg")
+    if pkg is None:  # nothing else can be checked
+        print(json.dumps({"checks": RESULTS, "build_info": None}))
+        return 1
+
+    @check("flash_attn.__version__")
+    def _():
+        version = getattr(pkg, "__version__", None)
+        public = args.expect_version.split("+")[0]
+        assert version in (args.expect_version, public), f"__version__ is {version!r}"
+        return version
+
+    @check("build info of the arch group")
+    def _():
+        info, source = package_build_info(pkg)
+        FOUND["build_info"] = info
+        assert info.get("group") == args.group, f"build info group {info.get('group')!r}, expected {args.group!r}"
+        assert info.get("version") == args.expect_version.split("+")[0], f"build info version {info.get('version')}"
+        return source
+
+    @check("only this group's shared object is installed")
+    def _():
+        here = os.path.dirname(pkg.__file__)
+        libs = sorted(os.path.basename(p) for p in glob.glob(os.path.join(here, "_C_*")) if p.endswith((".so", ".pyd")))
+        assert len(libs) == 1 and libs[0].startswith(f"_C_{args.group}."), f"found {libs}"
+        FOUND["library"] = os.path.join(here, libs[0])
+        return libs[0]
+
+    @check("native library loads and reports the same build info")
+    def _():
+        import torch
+
+        ops = torch.ops.flash_attn
+        if not hasattr(ops, "build_info"):
+            torch.ops.load_library(FOUND["library"])
+        compiled = json.loads(torch.ops.flash_attn.build_info())
+        assert compiled == FOUND.get("build_info"), "torch.ops.flash_attn.build_info() differs from the build info file"
+        return f"torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}"
+
+    print(json.dumps({"checks": RESULTS, "build_info": FOUND.get("build_info")}))
+    return 0 if all(r["ok"] for r in RESULTS) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

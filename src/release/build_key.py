@@ -1,0 +1,81 @@
+"""Keyed build directories: one CMake binary directory per thing that changes every object file.
+
+The key holds the arch group (with its archs for ``custom``), the kernel set (a short hash of
+the resolved unit names for an explicit list), the torch version, the CUDA version and the host
+compiler, e.g. ``legacy-dev-torch2.14.1-cu130-gcc12``. Building another torch or toolkit
+therefore gets a fresh directory and never links stale objects, while building the same key
+again reuses the directory and Ninja recompiles nothing that did not change. Everything else
+(fatbin compression, deltas, jobs, upstream source) is a CMake cache value of the same
+directory: changing it recompiles exactly what depends on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from . import _paths
+from .toolchain import Toolchain, torch_public_version
+
+
+def cuda_digits(cuda_version: str) -> str:
+    """CUDA major and minor digits: "13.0.88" -> "130", "12.8" -> "128"."""
+    m = re.match(r"^(\d+)\.(\d+)", cuda_version.strip())
+    if not m:
+        raise ValueError(f"'{cuda_version}' is not a CUDA version (x.y or x.y.z)")
+    return m.group(1) + m.group(2)
+
+
+def compiler_token(compiler_id: str, compiler_version: str) -> str:
+    """gcc 12.2.0 -> gcc12; clang 17.0.6 -> clang17; msvc 19.44.35207 -> msvc1944."""
+    parts = compiler_version.split(".")
+    if compiler_id == "msvc":
+        return "msvc" + "".join(parts[:2])
+    return f"{compiler_id}{parts[0]}"
+
+
+def kernel_set_token(spec: str) -> str:
+    """release / dev / ci, or list-<8 hex> over the resolved unit names of an explicit list.
+
+    Two spellings of the same units (patterns vs names, another order) share a directory.
+    """
+    name, units = _paths.kernel_set().resolve(spec)
+    if name != "custom":
+        return name
+    digest = hashlib.sha256(",".join(sorted(u.name for u in units)).encode()).hexdigest()[:8]
+    return f"list-{digest}"
+
+
+def group_token(group: str, archs: list[int] | None = None) -> str:
+    """legacy, blackwell, or custom_sm80_90."""
+    if group == "custom":
+        return "custom_sm" + "_".join(str(a) for a in sorted(set(archs or [])))
+    return group
+
+
+def build_key(
+    group: str,
+    kernel_set: str,
+    torch_version: str,
+    cuda_version: str,
+    compiler_id: str,
+    compiler_version: str,
+    archs: list[int] | None = None,
+) -> str:
+    """e.g. legacy-dev-torch2.14.1-cu130-gcc12."""
+    return "-".join(
+        (
+            group_token(group, archs),
+            kernel_set_token(kernel_set),
+            "torch" + torch_public_version(torch_version),
+            "cu" + cuda_digits(cuda_version),
+            compiler_token(compiler_id, compiler_version),
+        )
+    )
+
+
+def build_dir(build_root: Path, group: str, kernel_set: str, tc: Toolchain, archs: list[int] | None = None) -> Path:
+    """The keyed build directory for a group and kernel set built with toolchain `tc`."""
+    key = build_key(group, kernel_set, tc.torch_version, tc.cuda_version, tc.compiler_id, tc.compiler_version, archs)
+    return build_root / key

@@ -1,0 +1,187 @@
+"""Run one wheel build: ``python -m build --wheel --no-isolation`` into a keyed build directory.
+
+scikit-build-core gets ``-C build-dir=<keyed dir>`` and every CMake option as
+``-C cmake.define.NAME=VALUE``. The output is streamed: all of it into
+``<build dir>/flash_attn_build.log``; on the console the configure decisions
+(``-- flash_attn: ...``), errors, and one progress line per finished Ninja edge (units done /
+total, ETA), or a rich progress bar on a terminal. ``--verbose`` shows every line.
+At the end a summary table is printed and written to ``<build dir>/flash_attn_build_summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import _paths, progress
+from .errors import ReleaseError
+
+_SHOWN_RE = re.compile(
+    r"^-- flash_attn:|CMake (Error|Warning)|\berror\b|FAILED:|^\* |Successfully built|^ninja: |No work to do",
+    re.IGNORECASE,
+)
+LOG_NAME = "flash_attn_build.log"
+SUMMARY_NAME = "flash_attn_build_summary.json"
+
+
+def build_command(python: str, source_dir: Path, build_dir: Path, outdir: Path, defines: dict[str, str]) -> list[str]:
+    """The `python -m build` command line of one wheel build."""
+    cmd = [python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(outdir)]
+    cmd.append(f"-Cbuild-dir={build_dir}")
+    for name, value in defines.items():
+        cmd.append(f"-Ccmake.define.{name}={value}")
+    cmd.append(str(source_dir))
+    return cmd
+
+
+def build_env(base: dict | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env["NINJA_STATUS"] = "[%f/%t] "  # the format BuildProgress parses: finished/total edges
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@dataclass
+class BuildResult:
+    wheel: Path
+    summary: dict
+    log: Path
+
+
+class _Display:
+    """Console output of a streaming build: rich progress bar on a terminal, plain lines otherwise."""
+
+    def __init__(self, state: progress.BuildProgress, verbose: bool):
+        self.state, self.verbose = state, verbose
+        self.bar = None
+        if sys.stdout.isatty():
+            try:
+                from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+                self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=True)
+                self.task = self.bar.add_task("configuring", total=None)
+                self.bar.start()
+            except ImportError:
+                self.bar = None
+
+    def line(self, text: str) -> None:
+        if self.bar:
+            self.bar.console.print(text, markup=False, highlight=False)
+        else:
+            print(text, flush=True)
+
+    def progressed(self) -> None:
+        s = self.state
+        if self.bar:
+            total = s.units_total or s.edges_total
+            done = len(s.units_done) if s.units_total else s.edges_done
+            self.bar.update(self.task, description=s.status(), total=total, completed=done)
+        else:
+            print(f"[flash_attn] {s.status()}", flush=True)
+
+    def close(self) -> None:
+        if self.bar:
+            self.bar.stop()
+
+
+def run_streamed(
+    cmd: list[str], build_dir: Path, verbose: bool = False, cwd: Path = _paths.REPO_ROOT, what: str = "the build"
+) -> tuple[float, int]:
+    """Run `cmd` (a build whose CMake binary dir is `build_dir`) with streamed, followable output.
+
+    Returns (wall seconds, size of .ninja_log before the run); raises ReleaseError with the last
+    lines of the log when the command fails.
+    """
+    build_dir = Path(build_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    log_path = build_dir / LOG_NAME
+    log_offset = progress.ninja_log_size(build_dir)
+    state = progress.BuildProgress(units=[])
+    display = _Display(state, verbose)
+    tail: deque[str] = deque(maxlen=80)
+    started = time.monotonic()
+    display.line(f"release: build directory {build_dir}")
+    proc = None
+    try:
+        with open(log_path, "w", encoding="utf-8") as log:
+            log.write("$ " + " ".join(cmd) + "\n")
+            proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                bufsize=1,
+                env=build_env(),
+                cwd=cwd,
+            )
+            for raw in proc.stdout:
+                line = raw.rstrip("\n")
+                log.write(raw)
+                tail.append(line)
+                if state.feed(line):
+                    if not state.units:
+                        state.set_units(progress.units_of_build_dir(build_dir))
+                    display.progressed()
+                    if verbose:
+                        display.line(line)
+                elif verbose or _SHOWN_RE.search(line):
+                    display.line(line)
+            rc = proc.wait()
+    except KeyboardInterrupt:
+        if proc is not None:
+            proc.terminate()
+            proc.wait()
+        raise
+    finally:
+        display.close()
+    if rc != 0:
+        raise ReleaseError(
+            "{} failed (exit {}). Last lines of its log:\n{}\n\nThe full log is {}.".format(
+                what, rc, "\n".join(tail), log_path
+            )
+        )
+    return time.monotonic() - started, log_offset
+
+
+def run_build(
+    build_dir: Path,
+    defines: dict[str, str],
+    outdir: Path,
+    python: str = sys.executable,
+    source_dir: Path = _paths.REPO_ROOT,
+    verbose: bool = False,
+    nvcc: str | None = None,
+) -> BuildResult:
+    """Build one wheel into `outdir`; raises ReleaseError (with the log's tail) when it fails."""
+    build_dir = Path(build_dir)
+    cmd = build_command(python, source_dir, build_dir, outdir, defines)
+    wall, log_offset = run_streamed(cmd, build_dir, verbose, cwd=source_dir)
+    wheels = sorted(Path(outdir).glob("*.whl"))
+    if len(wheels) != 1:
+        raise ReleaseError(f"the build exited 0 but left {len(wheels)} wheels in {outdir}; see {build_dir / LOG_NAME}")
+    entries = progress.read_ninja_log(build_dir / ".ninja_log", log_offset)
+    s = progress.summary(entries, wall, progress.peak_child_rss_bytes(), library_sizes(wheels[0], nvcc))
+    (build_dir / SUMMARY_NAME).write_text(json.dumps(s, indent=1) + "\n", encoding="utf-8")
+    return BuildResult(wheel=wheels[0], summary=s, log=build_dir / LOG_NAME)
+
+
+def library_sizes(wheel: Path, nvcc: str | None = None) -> dict[str, int]:
+    """Per-arch device code size of the wheel's flash_attn/_C_<group> library (see progress.arch_sizes)."""
+    with zipfile.ZipFile(wheel) as zf:
+        libs = [n for n in zf.namelist() if re.match(r"^flash_attn/_C_\w+\.(so|pyd)$", n)]
+        if not libs:
+            return {}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(zf.extract(libs[0], tmp))
+            return progress.arch_sizes(path, nvcc)

@@ -1,0 +1,20 @@
+"""Pinned versions of the tools the nox sessions install (build requirements and test tools).
+
+pyproject.toml states the lower bounds a plain ``pip install .`` needs; the sessions install
+these exact versions so every wheel of a release is built with the same tools. torch is not
+pinned here: the sessions take the machine's torch or the one given with --torch-version.
+"""
+
+from __future__ import annotations
+
+BUILD = [
+    "scikit-build-core==1.1.2",
+    "cmake==4.4.5",
+    "ninja==1.13.2",
+    "build==1.6.1",
+    "wheel==0.48.0",
+    "packaging==26.4",
+    "rich==15.0.0",
+]
+TEST = ["pytest==9.0.3", "numpy==2.4.6"]
+LINT = ["ruff==0.17.6"]

@@ -1,0 +1,290 @@
+"""Progress of a long build that people can follow, and the summary at its end.
+
+While the build runs, :class:`BuildProgress` reads the build output line by line. Ninja, writing
+to a pipe, prints ``[finished/total] description`` each time an edge finishes; kernel
+instantiation units are recognised by their generated source path
+(``<build>/kernels/units/<unit>.cu``). The estimate of the time left weighs each unit by its
+relative compile cost (``kernel_set.Unit.cost``: a backward unit costs ~2.6 forward units), so
+the ETA does not jump when the heavy backward units, which Ninja starts first, finish.
+
+After the build, :func:`read_ninja_log` and :func:`summary` turn the entries the build appended
+to ``.ninja_log`` into the summary table (units compiled, wall time, slowest units, peak memory
+of one compiler process, shared-object size per arch), printed with ``rich`` when available.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import _paths
+
+NINJA_LINE_RE = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)$")
+UNIT_PATH_RE = re.compile(r"kernels[/\\]units[/\\]([A-Za-z0-9_]+)\.cu\b")
+# Weight of an edge that is not a kernel unit, relative to a forward hdim64 unit (the binding
+# and dispatch sources include torch headers but no CUTLASS kernels; links and installs are short).
+OTHER_EDGE_COST = 0.1
+
+
+def unit_cost(name: str) -> float:
+    """Relative compile cost of a unit name (``_align`` split-KV companions cost as their unit)."""
+    ks = _paths.kernel_set()
+    base = name[: -len("_align")] if name.endswith("_align") else name
+    try:
+        return ks.parse_unit(base).cost
+    except ks.KernelSetError:
+        return 1.0
+
+
+def unit_of(text: str) -> str | None:
+    """The kernel unit a build output line or ninja_log output names, if any."""
+    m = UNIT_PATH_RE.search(text)
+    return m.group(1) if m else None
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+@dataclass
+class BuildProgress:
+    """State of a running build, fed with its output lines."""
+
+    units: list[str] = field(default_factory=list)  # unit names the build will compile (may be unknown)
+    clock: object = time.monotonic
+    edges_done: int = 0
+    edges_total: int = 0
+    units_done: list[str] = field(default_factory=list)
+    other_edges_done: int = 0
+    started: float | None = None  # time of the first progress line's predecessor (the feed start)
+    last: str = ""
+
+    def __post_init__(self):
+        self.started = self.clock()
+
+    def set_units(self, names: list[str]) -> None:
+        self.units = list(names)
+
+    @property
+    def units_total(self) -> int:
+        return max(len(self.units), len(self.units_done))
+
+    def feed(self, line: str) -> bool:
+        """Take one output line; True when it was a Ninja progress line."""
+        m = NINJA_LINE_RE.match(line.strip())
+        if not m:
+            return False
+        self.edges_done, self.edges_total = int(m.group(1)), int(m.group(2))
+        self.last = m.group(3)
+        unit = unit_of(self.last)
+        if unit:
+            if unit not in self.units_done:
+                self.units_done.append(unit)
+        else:
+            self.other_edges_done += 1
+        return True
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def eta(self) -> float | None:
+        """Seconds left, from the cost-weighted throughput so far; None before a unit finished."""
+        if not self.units_done or self.edges_total == 0:
+            return None
+        done_cost = sum(unit_cost(u) for u in self.units_done) + OTHER_EDGE_COST * self.other_edges_done
+        remaining_units = [u for u in self.units if u not in self.units_done]
+        edges_left = self.edges_total - self.edges_done
+        # Ninja's total counts only edges that need work: on an incremental build fewer units
+        # remain than units.txt lists. Take the average remaining unit then.
+        n_units_left = min(len(remaining_units), edges_left)
+        if remaining_units and n_units_left < len(remaining_units):
+            avg = sum(unit_cost(u) for u in remaining_units) / len(remaining_units)
+            units_left_cost = avg * n_units_left
+        else:
+            units_left_cost = sum(unit_cost(u) for u in remaining_units)
+        other_left = max(edges_left - n_units_left, 0) * OTHER_EDGE_COST
+        return self.elapsed() * (units_left_cost + other_left) / done_cost
+
+    def status(self) -> str:
+        """One line: units done/total, edges, elapsed, ETA, the edge that just finished."""
+        units = f"{len(self.units_done)}/{self.units_total}" if self.units_total else f"{len(self.units_done)}"
+        eta = self.eta()
+        eta_text = "estimating" if eta is None else format_seconds(eta)
+        done = unit_of(self.last) or self.last.split(" ")[-1]
+        return (
+            f"kernel units {units}, edges {self.edges_done}/{self.edges_total}, elapsed "
+            f"{format_seconds(self.elapsed())}, ETA {eta_text} | {done}"
+        )
+
+
+def units_of_build_dir(build_dir: Path) -> list[str]:
+    """Unit names listed in <build>/kernels/units.txt (written at configure time), or []."""
+    path = Path(build_dir) / "kernels" / "units.txt"
+    if not path.is_file():
+        return []
+    return [u for u in (unit_of(line) for line in path.read_text(encoding="utf-8").splitlines()) if u]
+
+
+# -- .ninja_log ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    start_ms: int
+    end_ms: int
+    output: str
+
+    @property
+    def seconds(self) -> float:
+        return (self.end_ms - self.start_ms) / 1000.0
+
+
+def ninja_log_size(build_dir: Path) -> int:
+    path = Path(build_dir) / ".ninja_log"
+    return path.stat().st_size if path.is_file() else 0
+
+
+def read_ninja_log(path: Path, offset: int = 0) -> list[LogEntry]:
+    """Entries of a .ninja_log (v5-v7: start, end, mtime, output, hash), from byte `offset` on.
+
+    Ninja appends one line per finished output; the last line of an output wins. When the
+    file is shorter than `offset` (Ninja recompacted it) the whole file is read.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return []
+    data = path.read_bytes()
+    if offset > len(data):
+        offset = 0
+    entries: dict[str, LogEntry] = {}
+    for line in data[offset:].decode("utf-8", errors="replace").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split("\t")
+        if len(parts) < 4:
+            continue
+        try:
+            entries[parts[3]] = LogEntry(int(parts[0]), int(parts[1]), parts[3])
+        except ValueError:
+            continue
+    return list(entries.values())
+
+
+# -- shared-object size per arch -----------------------------------------------------------------
+
+
+def find_cuobjdump(nvcc: str | None = None) -> str | None:
+    if nvcc:
+        real = Path(nvcc).resolve()
+        for cand in (real.parent / "cuobjdump", real.parent / "cuobjdump.exe"):
+            if cand.is_file():
+                return str(cand)
+    return shutil.which("cuobjdump")
+
+
+def group_by_arch(files: list[tuple[str, int]]) -> dict[str, int]:
+    """{"sm_80": bytes, "compute_90 (PTX)": bytes} from extracted (file name, size) pairs."""
+    sizes: dict[str, int] = {}
+    for name, size in files:
+        m = re.search(r"(?:sm|compute)_(\d+[af]?)", name)
+        arch = m.group(1) if m else "?"
+        key = f"compute_{arch} (PTX)" if name.endswith(".ptx") else f"sm_{arch}"
+        sizes[key] = sizes.get(key, 0) + size
+    return dict(sorted(sizes.items()))
+
+
+def arch_sizes(library: Path, nvcc: str | None = None) -> dict[str, int]:
+    """Device code size per arch in `library` (cuobjdump -xelf/-xptx), else {"total .so": size}."""
+    library = Path(library)
+    total = {"total .so": library.stat().st_size}
+    tool = find_cuobjdump(nvcc)
+    if not tool:
+        return total
+    with tempfile.TemporaryDirectory() as tmp:
+        for flag in ("-xelf", "-xptx"):
+            subprocess.run([tool, flag, "all", str(library.resolve())], cwd=tmp, capture_output=True, timeout=600)
+        files = [(p.name, p.stat().st_size) for p in Path(tmp).iterdir() if p.is_file()]
+    return {**group_by_arch(files), **total} if files else total
+
+
+# -- summary -------------------------------------------------------------------------------------
+
+
+def summary(
+    entries: list[LogEntry],
+    wall_seconds: float,
+    peak_rss_bytes: int | None = None,
+    sizes: dict[str, int] | None = None,
+    slowest: int = 5,
+) -> dict:
+    """The summary record of one build (JSON-serialisable)."""
+    units = sorted(((unit_of(e.output), e) for e in entries if unit_of(e.output)), key=lambda t: -t[1].seconds)
+    return {
+        "edges_run": len(entries),
+        "units_compiled": len(units),
+        "unit_names": sorted(u for u, _ in units),
+        "wall_seconds": round(wall_seconds, 1),
+        "unit_cpu_seconds": round(sum(e.seconds for _, e in units), 1),
+        "slowest_units": [{"unit": u, "seconds": round(e.seconds, 1)} for u, e in units[:slowest]],
+        "peak_rss_bytes": peak_rss_bytes,
+        "sizes": sizes or {},
+    }
+
+
+def _mib(n: int | None) -> str:
+    return "unknown" if n is None else f"{n / 2**20:.1f} MiB"
+
+
+def summary_rows(s: dict) -> list[tuple[str, str]]:
+    rows = [
+        ("kernel units compiled", str(s["units_compiled"]) + ("" if s["units_compiled"] else " (nothing to do)")),
+        ("build steps run", str(s["edges_run"])),
+        ("wall time", format_seconds(s["wall_seconds"])),
+        ("unit compile time (sum)", format_seconds(s["unit_cpu_seconds"])),
+        ("peak memory of one process", _mib(s["peak_rss_bytes"])),
+    ]
+    for item in s["slowest_units"]:
+        rows.append((f"slowest: {item['unit']}", format_seconds(item["seconds"])))
+    for arch, size in s["sizes"].items():
+        rows.append((f"size: {arch}", _mib(size)))
+    return rows
+
+
+def render_summary(s: dict, title: str = "flash_attn build summary") -> str:
+    """Print the summary (rich table when rich is importable) and return its plain text."""
+    rows = summary_rows(s)
+    plain = title + "\n" + "\n".join(f"  {k:<40} {v}" for k, v in rows)
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print(plain, flush=True)
+        return plain
+    table = Table(title=title)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for k, v in rows:
+        table.add_row(k, v)
+    Console(width=max(shutil.get_terminal_size((100, 20)).columns, 80)).print(table)
+    return plain
+
+
+def peak_child_rss_bytes() -> int | None:
+    """Largest resident set of one finished child process (ru_maxrss of RUSAGE_CHILDREN), if known."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return kib * (1 if os.uname().sysname == "Darwin" else 1024) if kib else None

@@ -1,0 +1,177 @@
+"""The ``release`` session: gather wheels and validation reports into one verified release folder.
+
+``python -m release.publish [--wheels wheelhouse] [--reports reports] [--out dist/release-<version>]``
+
+1. every wheel is self-consistent (file name, dist-info, METADATA, RECORD), holds one arch
+   group's library and carries the label its build info implies; a ``<wheel>.sha256`` beside it
+   (written by the wheel session) must still match;
+2. all wheels have the same public version and distinct labels;
+3. every wheel has a validation report (``validation-*.json`` from ``release.validate``) for its
+   full version, with no failed case (and, when the report recorded the wheel's sha256, the same
+   file); ``--allow-missing-reports`` downgrades a missing report to a warning, never a failed one;
+4. wheels and reports (JSON + Markdown) are copied into a staging folder, ``SHA256SUMS`` is
+   written and verified (also with ``sha256sum -c`` when it is on PATH), then the staging folder
+   is renamed to --out, which must not exist yet.
+
+``python -m release.publish --verify DIR`` re-checks an existing release folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import _paths, checksums, smoke
+from .errors import ReleaseError
+
+
+def collect_wheels(sources: list[Path]) -> list[Path]:
+    wheels = []
+    for src in sources:
+        if src.is_dir():
+            wheels += sorted(p for p in src.glob("flash_attn-*.whl") if not p.name.startswith("."))
+        elif src.is_file() and src.suffix == ".whl":
+            wheels.append(src)
+        else:
+            raise ReleaseError(f"{src} is neither a wheel nor a folder of wheels")
+    if not wheels:
+        raise ReleaseError(f"no flash_attn wheels in {', '.join(map(str, sources))}; build them with nox -s wheel_*")
+    return [w.resolve() for w in wheels]
+
+
+def check_wheels(wheels: list[Path]) -> dict[Path, str]:
+    """Checks 1 and 2; returns {wheel: full version}."""
+    from packaging.version import Version
+
+    versions = {}
+    for w in wheels:
+        facts, _ = smoke.check_contents(w)
+        sidecar = w.with_name(w.name + ".sha256")
+        if sidecar.is_file():
+            checksums.verify_sha256sums(sidecar)
+        versions[w] = facts.version
+    publics = {Version(v).public for v in versions.values()}
+    if len(publics) != 1:
+        raise ReleaseError(f"the wheels have different versions {sorted(publics)}; a release holds one version")
+    seen: dict[str, Path] = {}
+    for w, v in versions.items():
+        if v in seen:
+            raise ReleaseError(f"{w.name} and {seen[v].name} have the same version {v}; keep one of them")
+        seen[v] = w
+    return versions
+
+
+def load_reports(folder: Path | None) -> list[tuple[Path, dict]]:
+    if folder is None or not folder.is_dir():
+        return []
+    reports = []
+    for path in sorted(folder.glob("validation-*.json")):
+        try:
+            reports.append((path, json.loads(path.read_text(encoding="utf-8"))))
+        except ValueError as e:
+            raise ReleaseError(f"{path} is not valid JSON: {e}") from None
+    return reports
+
+
+def match_reports(
+    versions: dict[Path, str], reports: list[tuple[Path, dict]], allow_missing: bool = False
+) -> list[Path]:
+    """Check 3; returns the report files (JSON and the Markdown beside each) to ship."""
+    shipped, problems = [], []
+    for wheel, version in versions.items():
+        mine = [(p, r) for p, r in reports if (r.get("context") or {}).get("flash_attn") == version]
+        if not mine:
+            msg = f"{wheel.name}: no validation report for {version} (run python -m release.validate on a GPU)"
+            if allow_missing:
+                print(f"warning: {msg}", file=sys.stderr)
+            else:
+                problems.append(msg)
+            continue
+        for path, r in mine:
+            failed = (r.get("counts") or {}).get("FAILED", 0)
+            if failed:
+                problems.append(f"{path.name}: {failed} failed case(s); a release ships only passing reports")
+            recorded = (r.get("context") or {}).get("wheel") or {}
+            if recorded.get("sha256") and recorded["sha256"] != checksums.sha256_file(wheel):
+                problems.append(f"{path.name} was measured on another file than {wheel.name} (sha256 differs)")
+            shipped.append(path)
+            md = path.with_suffix(".md")
+            if md.is_file():
+                shipped.append(md)
+    if problems:
+        raise ReleaseError("the release does not verify:\n  " + "\n  ".join(problems))
+    return shipped
+
+
+def verify_release(folder: Path) -> list[str]:
+    """Re-check a release folder: SHA256SUMS (python and `sha256sum -c`), and each wheel."""
+    sums = folder / "SHA256SUMS"
+    if not sums.is_file():
+        raise ReleaseError(f"{folder} has no SHA256SUMS")
+    names = checksums.verify_sha256sums(sums)
+    listed = set(names)
+    unlisted = [p.name for p in folder.iterdir() if p.is_file() and p.name != "SHA256SUMS" and p.name not in listed]
+    if unlisted:
+        raise ReleaseError(f"{folder}: files not in SHA256SUMS: {unlisted}")
+    tool = shutil.which("sha256sum")
+    if tool:
+        proc = subprocess.run([tool, "-c", "--strict", "SHA256SUMS"], cwd=folder, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ReleaseError(f"sha256sum -c SHA256SUMS failed in {folder}:\n{proc.stdout}{proc.stderr}")
+    check_wheels(sorted(folder.glob("*.whl")))
+    return names
+
+
+def assemble(
+    wheel_sources: list[Path], reports_dir: Path | None, out: Path | None, allow_missing_reports: bool = False
+) -> Path:
+    wheels = collect_wheels(wheel_sources)
+    versions = check_wheels(wheels)
+    reports = match_reports(versions, load_reports(reports_dir), allow_missing_reports)
+    public = next(iter(versions.values())).split("+")[0]
+    out = (out or _paths.REPO_ROOT / "dist" / f"release-{public}").resolve()
+    if out.exists():
+        raise ReleaseError(f"{out} already exists; a release folder is written once. Remove it or pass another --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        for f in [*wheels, *reports]:
+            shutil.copyfile(f, staging / f.name)
+        checksums.write_sha256sums([p for p in staging.iterdir() if p.is_file()], staging / "SHA256SUMS")
+        verify_release(staging)
+        staging.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m release.publish", description=__doc__.split("\n")[0])
+    p.add_argument("--wheels", type=Path, action="append", help="wheel files or folders (default wheelhouse/)")
+    p.add_argument("--reports", type=Path, default=_paths.REPO_ROOT / "reports", help="validation reports folder")
+    p.add_argument("--out", type=Path, help="release folder to create (default dist/release-<version>)")
+    p.add_argument("--allow-missing-reports", action="store_true", help="warn instead of failing (not for releases)")
+    p.add_argument("--verify", type=Path, metavar="DIR", help="only verify an existing release folder")
+    args = p.parse_args(argv)
+    try:
+        if args.verify:
+            names = verify_release(args.verify)
+            print(f"release: {args.verify} verifies ({len(names)} files)")
+            return 0
+        out = assemble(args.wheels or [_paths.DEFAULT_WHEELHOUSE], args.reports, args.out, args.allow_missing_reports)
+    except ReleaseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"release: {out}")
+    for line in (out / "SHA256SUMS").read_text(encoding="utf-8").splitlines():
+        print(f"  {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""Local version labels and wheel re-tagging.
+
+A wheel is tagged with the local version label ``+cu<CUDA>torch<torch>cxx11abi<true|false>.<group>``
+(DESIGN.md), e.g. ``flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy``. The label is
+computed from the wheel's own build info (``flash_attn/build_info_<group>.json``), written in
+PEP 440 normal form, and put into the file name, the dist-info folder name, ``METADATA`` and
+``RECORD`` by ``wheel pack --local-version`` (wheel >= 0.48), never by renaming the file alone.
+The tagged wheel appears in the output folder atomically (written to a temporary name in the
+same folder, then renamed).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import email.parser
+import email.policy
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .build_key import cuda_digits
+from .errors import ReleaseError
+
+MIN_WHEEL = (0, 48)
+_BUILD_INFO_RE = re.compile(r"^flash_attn/build_info_([a-z0-9_]+)\.json$")
+_LIBRARY_RE = re.compile(r"^flash_attn/_C_([a-z0-9_]+)\.(so|pyd)$")
+
+
+def local_label(info: dict) -> str:
+    """The local version label of a build info record, in PEP 440 normal form.
+
+    cu + CUDA major and minor (from cuda_version), torch + torch version without its own local
+    label, cxx11abi + true/false, then "." and the arch group.
+    """
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        torch = Version(info["torch_version"]).public
+        label = f"cu{cuda_digits(info['cuda_version'])}torch{torch}cxx11abi{'true' if info['cxx11_abi'] else 'false'}"
+        label += f".{info['group']}"
+        return Version(f"0+{label}").local
+    except (KeyError, ValueError, InvalidVersion) as e:
+        raise ReleaseError(f"cannot compute the local version label from build info {info}: {e}") from None
+
+
+def tagged_version(version: str, label: str) -> str:
+    """version (its own local label replaced) + label, normalized: 2.9.2.post1+cu130...legacy."""
+    from packaging.version import Version
+
+    return str(Version(f"{Version(version).public}+{label}"))
+
+
+def read_build_info(wheel: Path) -> dict:
+    """The one flash_attn/build_info_<group>.json inside `wheel` (ReleaseError if not exactly one)."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if _BUILD_INFO_RE.match(n)]
+        if len(names) != 1:
+            raise ReleaseError(
+                f"{wheel.name} holds {len(names)} build info files ({names}); expected exactly one "
+                "flash_attn/build_info_<group>.json. Rebuild the wheel with a single arch group."
+            )
+        return json.loads(zf.read(names[0]))
+
+
+def native_members(wheel: Path) -> tuple[list[str], list[str]]:
+    """(group names of flash_attn/_C_<group>.so|pyd, group names of build_info_<group>.json) in `wheel`."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+    libs = [m.group(1) for m in map(_LIBRARY_RE.match, names) if m]
+    infos = [m.group(1) for m in map(_BUILD_INFO_RE.match, names) if m]
+    return libs, infos
+
+
+def _wheel_version() -> tuple[int, ...]:
+    import wheel
+
+    return tuple(int(x) for x in re.findall(r"\d+", wheel.__version__)[:2])
+
+
+def retag(wheel: Path, dest_dir: Path, label: str | None = None, python: str = sys.executable) -> Path:
+    """Write `wheel` with local label `label` (default: from its build info) into `dest_dir`.
+
+    Unpacks with `wheel unpack`, re-packs with `wheel pack --local-version` (which renames the
+    dist-info folder, rewrites METADATA's Version and writes a fresh RECORD), checks the result,
+    then moves it into dest_dir under a temporary name and renames it, so dest_dir never holds a
+    half-written wheel. Returns the final path.
+    """
+    if _wheel_version() < MIN_WHEEL:
+        raise ReleaseError("re-tagging needs wheel >= 0.48 (wheel pack --local-version): pip install 'wheel>=0.48'")
+    wheel = Path(wheel)
+    label = label or local_label(read_build_info(wheel))
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".retag-", dir=dest_dir) as tmp:
+        tmp = Path(tmp)
+        _check_call([python, "-m", "wheel", "unpack", "-d", str(tmp / "unpacked"), str(wheel)])
+        (root,) = list((tmp / "unpacked").iterdir())
+        (tmp / "packed").mkdir()
+        _check_call([python, "-m", "wheel", "pack", "--local-version", label, "-d", str(tmp / "packed"), str(root)])
+        (packed,) = list((tmp / "packed").glob("*.whl"))
+        facts = verify_wheel(packed)
+        expected = tagged_version(facts.version, label)
+        if facts.version != expected:
+            raise ReleaseError(f"re-tagged wheel {packed.name} has version {facts.version}, expected {expected}")
+        final = dest_dir / packed.name
+        partial = dest_dir / f".{packed.name}.partial"
+        shutil.move(str(packed), partial)
+        os.replace(partial, final)
+    return final
+
+
+def _check_call(cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ReleaseError(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+
+
+@dataclass(frozen=True)
+class WheelFacts:
+    name: str  # normalized project name, e.g. flash-attn
+    version: str  # the full version, same in file name, dist-info folder and METADATA
+    tags: tuple[str, ...]
+    dist_info: str  # dist-info folder name
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def verify_wheel(path: Path) -> WheelFacts:
+    """Check that a wheel is self-consistent; raise ReleaseError naming the first disagreement.
+
+    File name parses (packaging), its version equals the dist-info folder's and METADATA's
+    (compared as strings of the normal form, which is what the file name must hold), and every
+    RECORD line's hash and size match the member (RECORD lists every member).
+    """
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+    from packaging.version import Version
+
+    path = Path(path)
+    try:
+        name, version, _, tags = parse_wheel_filename(path.name)
+    except InvalidWheelFilename as e:
+        raise ReleaseError(f"{path.name}: {e}") from None
+    file_version = path.name.split("-")[1]
+    if file_version != str(version):
+        raise ReleaseError(f"{path.name}: version '{file_version}' in the file name is not in normal form ({version})")
+    with zipfile.ZipFile(path) as zf:
+        members = zf.namelist()
+        dist_infos = sorted({m.split("/")[0] for m in members if m.split("/")[0].endswith(".dist-info")})
+        if len(dist_infos) != 1:
+            raise ReleaseError(f"{path.name}: expected one .dist-info folder, found {dist_infos}")
+        dist_info = dist_infos[0]
+        di_name, _, di_version = dist_info[: -len(".dist-info")].rpartition("-")
+        if canonicalize_name(di_name) != name or di_version != file_version:
+            raise ReleaseError(f"{path.name}: dist-info folder {dist_info} does not match the file name")
+        meta = email.parser.BytesParser(policy=email.policy.compat32).parsebytes(zf.read(f"{dist_info}/METADATA"))
+        if meta["Version"] != file_version or Version(meta["Version"]) != version:
+            raise ReleaseError(f"{path.name}: METADATA Version {meta['Version']} differs from the file name")
+        if canonicalize_name(meta["Name"]) != name:
+            raise ReleaseError(f"{path.name}: METADATA Name {meta['Name']} differs from the file name")
+        record = f"{dist_info}/RECORD"
+        rows = list(csv.reader(io.StringIO(zf.read(record).decode("utf-8"))))
+        listed = set()
+        for row in rows:
+            if not row:
+                continue
+            member, digest, size = row[0], row[1], row[2]
+            listed.add(member)
+            if member == record:
+                continue
+            if member not in members:
+                raise ReleaseError(f"{path.name}: RECORD lists {member}, which is not in the wheel")
+            data = zf.read(member)
+            if digest != _record_hash(data) or (size and int(size) != len(data)):
+                raise ReleaseError(f"{path.name}: RECORD hash/size of {member} does not match its content")
+        missing = [m for m in members if m not in listed and not m.endswith("/")]
+        if missing:
+            raise ReleaseError(f"{path.name}: RECORD does not list {missing}")
+    return WheelFacts(name=name, version=file_version, tags=tuple(sorted(str(t) for t in tags)), dist_info=dist_info)

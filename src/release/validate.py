@@ -1,0 +1,724 @@
+"""Validation of an installed flash_attn wheel on a GPU: the release-note suite and its report.
+
+Run on a machine with a CUDA GPU where the wheel is installed (no nox needed)::
+
+    python src/release/validate.py --out reports/ [--wheel dist/flash_attn-...whl]
+    PYTHONPATH=src python -m release.validate --out reports/
+
+Only the standard library, torch and the installed flash_attn are used. Every check draws
+fresh random inputs (never zeros) and compares against torch ``scaled_dot_product_attention``
+computed in fp32 on the same inputs (masks for causal/window; a plain fp32 reference where SDPA
+cannot express the case: softcap, fully masked rows). Gates (DESIGN.md): fp16 rel_Linf <= 2e-2,
+bf16 rel_Linf <= 1e-2, cosine >= 0.9995. Backward gates (this suite's choice, stated in the
+report): gradients finite, rel_Linf <= 5e-2 (fp16) / 1e-1 (bf16), cosine >= 0.999 vs the fp32
+reference gradients.
+
+Suite:
+- accuracy, 8 cases: fp16/bf16 x causal or not x head dim 64/128 (B=2, S=1024, H=8);
+- accuracy, 10 shapes: odd lengths, Sq != Sk, GQA/MQA, every head dim, decode (Sq=1), fp16 and bf16;
+- backward on the 8 cases: finiteness and gradient error vs fp32;
+- edge probes: LSE shape and finiteness (and value), determinism of two calls, S=1, S=2, H=1,
+  D=256 bf16, softcap with causal, window (0,0) equals V, window (128,128);
+- latency: forward and forward+backward, 50 warm-up + 50 timed iterations with CUDA events
+  (median), beside torch SDPA's flash backend on the same inputs.
+
+A case whose kernel unit (head dim, dtype, causal) the wheel's kernel set left out is reported
+as "not built", never as passed. Writes ``validation-<version>-sm<NN>.json`` and ``.md`` into
+--out, with the hardware and software context read from the machine. Exit status 0 when every
+built case passed its gate, 1 when one failed, 2 when the suite could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import glob
+import hashlib
+import importlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+GATES = {"fp16": 2e-2, "bf16": 1e-2}
+COSINE_MIN = 0.9995
+BWD_GATES = {"fp16": 5e-2, "bf16": 1e-1}
+BWD_COSINE_MIN = 0.999
+HEAD_DIMS = (32, 64, 96, 128, 192, 256)
+WARMUP, TIMED = 50, 50
+
+ACCURACY_CASES = [
+    {"dtype": dt, "causal": c, "b": 2, "sq": 1024, "sk": 1024, "h": 8, "hk": 8, "d": d}
+    for dt in ("fp16", "bf16")
+    for c in (False, True)
+    for d in (64, 128)
+]
+SHAPES = [
+    {"b": 1, "sq": 128, "sk": 128, "h": 8, "hk": 8, "d": 32, "causal": False},
+    {"b": 2, "sq": 113, "sk": 203, "h": 4, "hk": 4, "d": 64, "causal": False},
+    {"b": 2, "sq": 512, "sk": 512, "h": 8, "hk": 2, "d": 64, "causal": True},
+    {"b": 3, "sq": 777, "sk": 777, "h": 6, "hk": 1, "d": 96, "causal": False},
+    {"b": 1, "sq": 2048, "sk": 2048, "h": 16, "hk": 16, "d": 128, "causal": True},
+    {"b": 2, "sq": 256, "sk": 1024, "h": 8, "hk": 8, "d": 128, "causal": True},
+    {"b": 4, "sq": 1, "sk": 512, "h": 8, "hk": 8, "d": 128, "causal": False},
+    {"b": 2, "sq": 512, "sk": 512, "h": 8, "hk": 8, "d": 192, "causal": False},
+    {"b": 1, "sq": 1024, "sk": 1024, "h": 4, "hk": 4, "d": 256, "causal": True},
+    {"b": 8, "sq": 64, "sk": 64, "h": 2, "hk": 2, "d": 80, "causal": False},
+]
+EDGE_BASE = {"b": 2, "sq": 512, "sk": 512, "h": 8, "hk": 8, "d": 64}
+WINDOW_SEQ = 1024  # sequence length of the window (128,128) probe
+LATENCY_SHAPES = [
+    {"b": 2, "h": 8, "s": s, "d": 128, "dtype": "fp16", "causal": c} for s in (1024, 4096, 8192) for c in (False, True)
+] + [{"b": 2, "h": 16, "s": 4096, "d": 64, "dtype": "bf16", "causal": True}]
+
+
+# -- kernel availability -------------------------------------------------------------------------
+
+
+def round_head_dim(d: int) -> int:
+    """The instantiated head dim a call with head dim d uses (the next of 32, 64, ..., 256)."""
+    for hd in HEAD_DIMS:
+        if d <= hd:
+            return hd
+    raise ValueError(f"head dim {d} > 256 is not supported")
+
+
+def built_units(info: dict) -> set[tuple[str, str, int, bool]]:
+    """(kind, dtype, head_dim, causal) of every unit in a build info's "kernels" list."""
+    units = set()
+    for k in info.get("kernels", []):
+        if isinstance(k, dict):
+            units.add((k["kind"], k["dtype"], int(k["head_dim"]), bool(k["causal"])))
+    return units
+
+
+def needed_unit(kind: str, dtype: str, d: int, causal: bool, sq: int = 2) -> tuple[str, str, int, bool]:
+    """The unit a call needs; upstream treats causal with Sq=1 as non-causal."""
+    return (kind, dtype, round_head_dim(d), causal and sq > 1)
+
+
+# -- inputs, reference, metrics ------------------------------------------------------------------
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def dtype_of(name: str):
+    torch = _torch()
+    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[name]
+
+
+def make_qkv(shape: dict, dtype: str, device, requires_grad: bool = False, generator=None):
+    """Fresh N(0,1) q (B,Sq,H,D), k/v (B,Sk,Hk,D) in `dtype` (never zeros)."""
+    torch = _torch()
+    dt = dtype_of(dtype)
+    q = torch.randn(shape["b"], shape["sq"], shape["h"], shape["d"], device=device, dtype=dt, generator=generator)
+    k = torch.randn(shape["b"], shape["sk"], shape["hk"], shape["d"], device=device, dtype=dt, generator=generator)
+    v = torch.randn(shape["b"], shape["sk"], shape["hk"], shape["d"], device=device, dtype=dt, generator=generator)
+    return tuple(t.requires_grad_(requires_grad) for t in (q, k, v))
+
+
+def attention_mask(sq: int, sk: int, causal: bool, window: tuple[int, int], device):
+    """Boolean (Sq, Sk) mask, True = attend, FlashAttention-2 semantics (bottom-right aligned).
+
+    Query i sits at key position i + Sk - Sq; causal allows keys <= that position; a window
+    (left, right) allows keys in [pos - left, pos + right], -1 meaning unbounded.
+    Returns None when nothing is masked.
+    """
+    torch = _torch()
+    left, right = window
+    if causal:
+        right = 0
+    if left < 0 and right < 0:
+        return None
+    pos = torch.arange(sq, device=device)[:, None] + (sk - sq)
+    key = torch.arange(sk, device=device)[None, :]
+    mask = torch.ones(sq, sk, dtype=torch.bool, device=device)
+    if right >= 0:
+        mask &= key <= pos + right
+    if left >= 0:
+        mask &= key >= pos - left
+    return mask
+
+
+def reference(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None):
+    """fp32 reference (out (B,Sq,H,D) fp32, lse (B,H,Sq) fp32) of the same inputs.
+
+    torch SDPA in fp32 where it can express the case (no softcap, no fully masked row), else
+    the explicit softmax; LSE always from the explicit scores (natural log).
+    """
+    torch = _torch()
+    b, sq, h, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    qf = q.detach().float().transpose(1, 2)
+    kf = k.detach().float().repeat_interleave(h // hk, dim=2).transpose(1, 2)
+    vf = v.detach().float().repeat_interleave(h // hk, dim=2).transpose(1, 2)
+    mask = attention_mask(sq, sk, causal, window, q.device)
+    scores = torch.matmul(qf, kf.transpose(-1, -2)) * scale
+    if softcap > 0:
+        scores = softcap * torch.tanh(scores / softcap)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    empty_rows = mask is not None and bool((~mask.any(dim=-1)).any())
+    if softcap == 0 and not empty_rows:
+        out = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, attn_mask=mask, scale=scale)
+    else:
+        p = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+        out = torch.matmul(p, vf)
+    return out.transpose(1, 2), lse
+
+
+def metrics(out, ref) -> dict:
+    """rel_Linf = max|out-ref| / max|ref|, cosine similarity of the flattened tensors, finiteness."""
+    torch = _torch()
+    o, r = out.detach().float().flatten(), ref.detach().float().flatten()
+    finite = bool(torch.isfinite(o).all())
+    denom = r.abs().max().clamp_min(1e-12)
+    rel = float((o - r).abs().max() / denom) if finite else float("inf")
+    cos = float(torch.nn.functional.cosine_similarity(o, r, dim=0)) if finite else float("nan")
+    return {"rel_linf": rel, "cosine": cos, "finite": finite}
+
+
+def passes(m: dict, dtype: str, backward: bool = False) -> bool:
+    limit = (BWD_GATES if backward else GATES)[dtype]
+    cos_min = BWD_COSINE_MIN if backward else COSINE_MIN
+    return m["finite"] and m["rel_linf"] <= limit and m["cosine"] >= cos_min
+
+
+# -- the kernels under test ----------------------------------------------------------------------
+
+
+class NotBuilt(Exception):
+    """The call needs a unit the kernel set left out."""
+
+
+class FlashAttn:
+    """Calls the installed flash_attn: its public flash_attn_func when present (upstream's
+    signature), else the registered operators torch.ops.flash_attn.fwd/bwd."""
+
+    def __init__(self, module):
+        self.module = module
+        self.func = getattr(module, "flash_attn_func", None)
+        self.api = "flash_attn.flash_attn_func" if self.func else "torch.ops.flash_attn"
+
+    @staticmethod
+    def _translate(e: Exception):
+        if type(e).__name__ == "KernelNotBuiltError" or "was built without" in str(e):
+            return NotBuilt(str(e))
+        return e
+
+    def forward(self, q, k, v, causal=False, window=(-1, -1), softcap=0.0):
+        """(out, lse). Differentiable when the public API is present."""
+        torch = _torch()
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        try:
+            if self.func is not None:
+                out, lse, _ = self.func(
+                    q, k, v, softmax_scale=scale, causal=causal, window_size=window, softcap=softcap,
+                    return_attn_probs=True,
+                )  # fmt: skip
+                return out, lse
+            out, lse, _, _ = torch.ops.flash_attn.fwd(
+                q, k, v, None, 0.0, scale, causal, window[0], window[1], softcap, False, None
+            )
+            return out, lse
+        except Exception as e:  # noqa: BLE001 - translated or re-raised
+            raise self._translate(e) from e
+
+    def grads(self, q, k, v, dout, causal=False):
+        """(dq, dk, dv) of sum(out * dout)."""
+        torch = _torch()
+        try:
+            if self.func is not None:
+                q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+                out, _ = self.forward(q, k, v, causal=causal)
+                return torch.autograd.grad(out, (q, k, v), dout)
+            scale = 1.0 / math.sqrt(q.shape[-1])
+            out, lse, _, rng = torch.ops.flash_attn.fwd(q, k, v, None, 0.0, scale, causal, -1, -1, 0.0, False, None)
+            dq, dk, dv, _ = torch.ops.flash_attn.bwd(
+                dout, q, k, v, out, lse, None, 0.0, scale, causal, -1, -1, 0.0, False, rng
+            )
+            return dq, dk, dv
+        except NotBuilt:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise self._translate(e) from e
+
+
+# -- the suite -----------------------------------------------------------------------------------
+
+
+class Suite:
+    def __init__(self, attn, built: set | None, device="cuda", seed: int = 0):
+        self.attn, self.built, self.device = attn, built, device
+        torch = _torch()
+        self.gen = torch.Generator(device=device).manual_seed(seed)
+
+    def missing(self, kind, dtype, d, causal, sq=2) -> str | None:
+        if self.built is None:
+            return None
+        unit = needed_unit(kind, dtype, d, causal, sq)
+        if unit in self.built:
+            return None
+        k, dt, hd, c = unit
+        return f"{k}_hdim{hd}_{dt}{'_causal' if c else ''} not in the kernel set"
+
+    def _not_built(self, record, why):
+        record.update(status="not built", detail=why)
+        return record
+
+    def forward_check(self, name, shape, dtype, causal=False, window=(-1, -1), softcap=0.0) -> dict:
+        record = {"name": name, "dtype": dtype, "causal": causal}
+        record.update({k: shape[k] for k in ("b", "sq", "sk", "h", "hk", "d")})
+        if window != (-1, -1):
+            record["window"] = list(window)
+        if softcap:
+            record["softcap"] = softcap
+        why = self.missing("fwd", dtype, shape["d"], causal, shape["sq"])
+        if why:
+            return self._not_built(record, why)
+        q, k, v = make_qkv(shape, dtype, self.device, generator=self.gen)
+        try:
+            out, lse = self.attn.forward(q, k, v, causal=causal, window=window, softcap=softcap)
+        except NotBuilt as e:
+            return self._not_built(record, str(e))
+        ref, ref_lse = reference(q, k, v, causal, window, softcap)
+        m = metrics(out, ref)
+        record.update(m, status="passed" if passes(m, dtype) else "FAILED")
+        if lse is not None:
+            record["lse"] = {"shape": list(lse.shape), "finite": bool(_torch().isfinite(lse).all())}
+            fin = _torch().isfinite(ref_lse)
+            record["lse"]["max_abs_err"] = float((lse.float()[fin] - ref_lse[fin]).abs().max()) if fin.any() else 0.0
+        return record
+
+    def accuracy(self) -> list[dict]:
+        return [
+            self.forward_check(
+                f"{c['dtype']} {'causal' if c['causal'] else 'non-causal'} D={c['d']}", c, c["dtype"], c["causal"]
+            )
+            for c in ACCURACY_CASES
+        ]
+
+    def shapes(self) -> list[dict]:
+        rows = []
+        for s in SHAPES:
+            for dtype in ("fp16", "bf16"):
+                name = f"B={s['b']} Sq={s['sq']} Sk={s['sk']} H={s['h']}/{s['hk']} D={s['d']}"
+                rows.append(self.forward_check(name, s, dtype, s["causal"]))
+        return rows
+
+    def backward(self) -> list[dict]:
+        torch = _torch()
+        rows = []
+        for c in ACCURACY_CASES:
+            name = f"{c['dtype']} {'causal' if c['causal'] else 'non-causal'} D={c['d']}"
+            record = {"name": name, "dtype": c["dtype"], "causal": c["causal"], "d": c["d"]}
+            why = self.missing("bwd", c["dtype"], c["d"], c["causal"]) or self.missing(
+                "fwd", c["dtype"], c["d"], c["causal"]
+            )
+            if why:
+                rows.append(self._not_built(record, why))
+                continue
+            q, k, v = make_qkv(c, c["dtype"], self.device, generator=self.gen)
+            dout = torch.randn(q.shape, device=self.device, dtype=q.dtype, generator=self.gen)
+            try:
+                got = self.attn.grads(q, k, v, dout, causal=c["causal"])
+            except NotBuilt as e:
+                rows.append(self._not_built(record, str(e)))
+                continue
+            qf, kf, vf = (t.detach().float().requires_grad_(True) for t in (q, k, v))
+            ref = _reference_differentiable(qf, kf, vf, c["causal"])
+            want = torch.autograd.grad(ref, (qf, kf, vf), dout.float())
+            per = {n: metrics(g, w) for n, g, w in zip(("dq", "dk", "dv"), got, want, strict=True)}
+            ok = all(passes(m, c["dtype"], backward=True) for m in per.values())
+            record.update(
+                finite=all(m["finite"] for m in per.values()),
+                rel_linf=max(m["rel_linf"] for m in per.values()),
+                cosine=min(m["cosine"] for m in per.values()),
+                grads=per,
+                status="passed" if ok else "FAILED",
+            )
+            rows.append(record)
+        return rows
+
+    def edges(self) -> list[dict]:
+        torch = _torch()
+        rows = []
+        base = dict(EDGE_BASE)
+
+        # LSE shape, finiteness and value
+        r = self.forward_check("LSE shape and finiteness", base, "fp16")
+        if r["status"] != "not built":
+            lse = r.get("lse")
+            ok = (
+                lse is not None
+                and lse["shape"] == [base["b"], base["h"], base["sq"]]
+                and lse["finite"]
+                and lse["max_abs_err"] <= 1e-2
+            )
+            r["status"] = "passed" if ok and r["status"] == "passed" else "FAILED"
+            r["detail"] = f"lse {lse}" if lse else "the API returned no LSE"
+        rows.append(r)
+
+        # determinism of two calls
+        r = {"name": "determinism of two calls", "dtype": "fp16", **base}
+        why = self.missing("fwd", "fp16", base["d"], True)
+        if why:
+            rows.append(self._not_built(r, why))
+        else:
+            q, k, v = make_qkv(base, "fp16", self.device, generator=self.gen)
+            try:
+                a, _ = self.attn.forward(q, k, v, causal=True)
+                b, _ = self.attn.forward(q, k, v, causal=True)
+                same = bool(torch.equal(a, b))
+                r.update(status="passed" if same else "FAILED", detail="bitwise equal" if same else "outputs differ")
+            except NotBuilt as e:
+                self._not_built(r, str(e))
+            rows.append(r)
+
+        rows.append(self.forward_check("S=1", {**base, "sq": 1, "sk": 1}, "fp16"))
+        rows.append(self.forward_check("S=2", {**base, "sq": 2, "sk": 2}, "fp16", causal=True))
+        rows.append(self.forward_check("H=1", {**base, "h": 1, "hk": 1}, "bf16"))
+        rows.append(self.forward_check("D=256 bf16", {**base, "d": 256}, "bf16", causal=True))
+        # Scaled scores of N(0,1) inputs are ~N(0,1): a cap of 0.5 bends most of them.
+        rows.append(self.forward_check("softcap with causal", base, "bf16", causal=True, softcap=0.5))
+
+        r = self.forward_check("window (0,0) equals V", base, "fp16", window=(0, 0))
+        if r["status"] not in ("not built",):
+            # out must equal v: each query sees only its own key, softmax of one score is 1.
+            q, k, v = make_qkv(base, "fp16", self.device, generator=self.gen)
+            try:
+                out, _ = self.attn.forward(q, k, v, window=(0, 0))
+                err = float((out.float() - v.float()).abs().max())
+                r["max_abs_err_vs_v"] = err
+                r["status"] = "passed" if err <= 1e-3 and r["status"] == "passed" else "FAILED"
+            except NotBuilt as e:
+                self._not_built(r, str(e))
+        rows.append(r)
+        rows.append(
+            self.forward_check(
+                "window (128,128)", {**base, "sq": WINDOW_SEQ, "sk": WINDOW_SEQ}, "fp16", window=(128, 128)
+            )
+        )
+        return rows
+
+    def latency(self, warmup: int = WARMUP, timed: int = TIMED) -> list[dict]:
+        torch = _torch()
+        rows = []
+        for s in LATENCY_SHAPES:
+            shape = {"b": s["b"], "sq": s["s"], "sk": s["s"], "h": s["h"], "hk": s["h"], "d": s["d"]}
+            name = f"{s['dtype']} B={s['b']} H={s['h']} S={s['s']} D={s['d']} {'causal' if s['causal'] else ''}"
+            record = {"name": name.strip(), **s}
+            why = self.missing("fwd", s["dtype"], s["d"], s["causal"]) or self.missing(
+                "bwd", s["dtype"], s["d"], s["causal"]
+            )
+            if why:
+                rows.append(self._not_built(record, why))
+                continue
+            q, k, v = make_qkv(shape, s["dtype"], self.device, generator=self.gen)
+            dout = torch.randn_like(q)
+            flops = 4 * s["b"] * s["h"] * s["s"] * s["s"] * s["d"] / (2 if s["causal"] else 1)
+
+            causal = s["causal"]
+            fwd = functools.partial(self.attn.forward, q, k, v, causal=causal)
+            fwd_bwd = functools.partial(self.attn.grads, q, k, v, dout, causal=causal)
+            sdpa = functools.partial(_sdpa_flash, *(t.transpose(1, 2) for t in (q, k, v)), causal=causal)
+            try:
+                record["fwd_ms"] = time_cuda(fwd, warmup, timed)
+                record["fwd_bwd_ms"] = time_cuda(fwd_bwd, warmup, timed)
+            except NotBuilt as e:
+                rows.append(self._not_built(record, str(e)))
+                continue
+            try:
+                record["sdpa_flash_fwd_ms"] = time_cuda(sdpa, warmup, timed)
+            except RuntimeError as e:
+                record["sdpa_flash_fwd_ms"] = None
+                record["detail"] = f"SDPA flash backend unavailable: {e}".splitlines()[0]
+            record["fwd_tflops"] = flops / (record["fwd_ms"] * 1e-3) / 1e12
+            record["fwd_bwd_tflops"] = 3.5 * flops / (record["fwd_bwd_ms"] * 1e-3) / 1e12
+            record["status"] = "measured"
+            rows.append(record)
+        return rows
+
+
+def _sdpa_flash(q, k, v, causal):
+    """torch SDPA restricted to its flash backend (PyTorch's copy of FlashAttention-2)."""
+    torch = _torch()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def _reference_differentiable(q, k, v, causal):
+    """fp32 reference output that autograd can differentiate (explicit softmax)."""
+    torch = _torch()
+    h, hk = q.shape[2], k.shape[2]
+    qt = q.transpose(1, 2)
+    kt = k.repeat_interleave(h // hk, dim=2).transpose(1, 2)
+    vt = v.repeat_interleave(h // hk, dim=2).transpose(1, 2)
+    scores = torch.matmul(qt, kt.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    mask = attention_mask(q.shape[1], k.shape[1], causal, (-1, -1), q.device)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), vt).transpose(1, 2)
+
+
+def time_cuda(fn, warmup: int, timed: int) -> float:
+    """Median milliseconds of one call: `warmup` untimed calls, then `timed` calls between CUDA events."""
+    torch = _torch()
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(timed):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+# -- context -------------------------------------------------------------------------------------
+
+
+def import_installed_flash_attn():
+    """Import flash_attn, never the source checkout's flash_attn/ (which has no built library)."""
+    for entry in ("", os.getcwd(), str(Path(__file__).resolve().parents[2])):
+        if entry in sys.path and not glob.glob(os.path.join(entry or ".", "flash_attn", "_C_*")):
+            if os.path.isdir(os.path.join(entry or ".", "flash_attn")):
+                sys.path.remove(entry)
+    return importlib.import_module("flash_attn")
+
+
+def read_build_info(module) -> dict:
+    """The build info the package exposes, else build_info_*.json beside it."""
+    for attr in ("build_info", "get_build_info", "BUILD_INFO"):
+        value = getattr(module, attr, None)
+        if callable(value):
+            value = value()
+        if isinstance(value, str):
+            value = json.loads(value)
+        if isinstance(value, dict) and value:
+            return value
+    files = glob.glob(os.path.join(os.path.dirname(module.__file__ or ""), "build_info_*.json"))
+    if len(files) != 1:
+        raise RuntimeError(f"cannot find the build info of {module.__file__}: {files}")
+    with open(files[0], encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _cmd(cmd: list[str]) -> str | None:
+    if not shutil.which(cmd[0]):
+        return None
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def context(module, info: dict, device_index: int = 0, wheel: Path | None = None) -> dict:
+    torch = _torch()
+    props = torch.cuda.get_device_properties(device_index)
+    try:
+        version = importlib.metadata.version("flash_attn")
+    except importlib.metadata.PackageNotFoundError:
+        version = getattr(module, "__version__", None)
+    ctx = {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        "gpu": props.name,
+        "compute_capability": f"{props.major}.{props.minor}",
+        "gpu_memory_gib": round(props.total_memory / 2**30, 1),
+        "gpu_count": torch.cuda.device_count(),
+        "driver": _cmd(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
+        "cuda_runtime": torch.version.cuda,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        "cpu": cpu_model(),
+        "flash_attn": version,
+        "flash_attn_path": os.path.dirname(module.__file__ or ""),
+        "build": {k: info.get(k) for k in ("group", "archs", "sass", "ptx_arch", "cuda_version", "torch_version",
+                                           "cxx11_abi", "kernel_set", "deltas", "fatbin_compression", "compilers")},
+    }  # fmt: skip
+    if ctx["driver"]:
+        ctx["driver"] = ctx["driver"].splitlines()[device_index % len(ctx["driver"].splitlines())]
+    if wheel is not None:
+        h = hashlib.sha256(Path(wheel).read_bytes()).hexdigest()
+        ctx["wheel"] = {"file": Path(wheel).name, "sha256": h}
+    return ctx
+
+
+# -- report --------------------------------------------------------------------------------------
+
+
+def _fmt(x, spec=".2e"):
+    if x is None:
+        return ""
+    if isinstance(x, float):
+        if math.isnan(x) or math.isinf(x):
+            return str(x)
+        return format(x, spec)
+    return str(x)
+
+
+def count(report: dict) -> dict:
+    counts = {"passed": 0, "FAILED": 0, "not built": 0}
+    for section in ("accuracy", "shapes", "backward", "edges"):
+        for r in report.get(section, []):
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return counts
+
+
+def render_markdown(report: dict) -> str:
+    ctx, c = report["context"], count(report)
+    lines = [f"# flash_attn {ctx.get('flash_attn')} validation on {ctx.get('gpu')} (sm_{ctx.get('sm')})", ""]
+    verdict = "PASSED" if c["FAILED"] == 0 and c["passed"] > 0 else "FAILED"
+    lines += [
+        f"**{verdict}**: {c['passed']} passed, {c['FAILED']} failed, {c['not built']} not built "
+        "(left out of the kernel set; not counted as passed).",
+        "",
+    ]
+    lines += ["## Context", "", "| | |", "|---|---|"]
+    for key in ("date_utc", "gpu", "compute_capability", "gpu_memory_gib", "gpu_count", "driver", "cuda_runtime",
+                "torch", "python", "os", "cpu", "flash_attn", "flash_attn_path"):  # fmt: skip
+        lines.append(f"| {key} | {ctx.get(key)} |")
+    for key, value in (ctx.get("build") or {}).items():
+        lines.append(f"| build: {key} | {json.dumps(value) if isinstance(value, dict | list) else value} |")
+    if ctx.get("wheel"):
+        lines.append(f"| wheel | {ctx['wheel']['file']} (sha256 {ctx['wheel']['sha256']}) |")
+    lines += ["", f"API under test: `{report.get('api')}`", ""]
+    lines += [
+        "Gates, vs torch SDPA in fp32 on the same inputs: forward fp16 rel_Linf <= "
+        f"{GATES['fp16']:g}, bf16 <= {GATES['bf16']:g}, cosine >= {COSINE_MIN}; backward: finite, rel_Linf <= "
+        f"{BWD_GATES['fp16']:g} (fp16) / {BWD_GATES['bf16']:g} (bf16), cosine >= {BWD_COSINE_MIN} per gradient.",
+        "",
+    ]
+    titles = {
+        "accuracy": "Accuracy: 8 cases (B=2, S=1024, H=8)",
+        "shapes": "Accuracy: 10 shapes",
+        "backward": "Backward (dq, dk, dv; worst of the three)",
+        "edges": "Edge probes",
+    }
+    for section, title in titles.items():
+        lines += [
+            f"## {title}",
+            "",
+            "| case | dtype | causal | rel_Linf | cosine | status | detail |",
+            "|---|---|---|---|---|---|---|",
+        ]  # noqa: E501
+        for r in report.get(section, []):
+            lines.append(
+                f"| {r['name']} | {r.get('dtype', '')} | {r.get('causal', '')} | {_fmt(r.get('rel_linf'))} | "
+                f"{_fmt(r.get('cosine'), '.6f')} | {r['status']} | {r.get('detail', '')} |"
+            )
+        lines.append("")
+    lines += [
+        f"## Latency ({report.get('warmup', WARMUP)} warm-up + {report.get('timed', TIMED)} timed, CUDA events, "
+        "median)",
+        "",
+        "| case | fwd ms | fwd TFLOP/s | fwd+bwd ms | fwd+bwd TFLOP/s | SDPA flash fwd ms | status |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in report.get("latency", []):
+        lines.append(
+            f"| {r['name']} | {_fmt(r.get('fwd_ms'), '.3f')} | {_fmt(r.get('fwd_tflops'), '.1f')} | "
+            f"{_fmt(r.get('fwd_bwd_ms'), '.3f')} | {_fmt(r.get('fwd_bwd_tflops'), '.1f')} | "
+            f"{_fmt(r.get('sdpa_flash_fwd_ms'), '.3f')} | {r['status']} {r.get('detail', '')} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def report_stem(ctx: dict) -> str:
+    return f"validation-{ctx.get('flash_attn') or 'unknown'}-sm{ctx.get('sm')}"
+
+
+def run_suite(suite: Suite, latency: bool = True, warmup: int = WARMUP, timed: int = TIMED) -> dict:
+    report = {"accuracy": suite.accuracy(), "shapes": suite.shapes(), "backward": suite.backward()}
+    report["edges"] = suite.edges()
+    report["latency"] = suite.latency(warmup, timed) if latency else []
+    report["warmup"], report["timed"] = warmup, timed
+    return report
+
+
+def write_report(report: dict, out: Path) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    stem = report_stem(report["context"])
+    jpath, mpath = out / f"{stem}.json", out / f"{stem}.md"
+    for path, text in ((jpath, json.dumps(report, indent=1, default=str) + "\n"), (mpath, render_markdown(report))):
+        tmp = path.with_name(f".{path.name}.partial")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    return jpath, mpath
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="release.validate", description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, required=True, help="folder for validation-<version>-sm<NN>.json/.md")
+    p.add_argument("--wheel", type=Path, help="the wheel file that was installed (recorded with its sha256)")
+    p.add_argument("--device", type=int, default=0, help="CUDA device index")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-latency", dest="latency", action="store_false", help="skip the latency table")
+    p.add_argument("--iters", type=int, nargs=2, default=(WARMUP, TIMED), metavar=("WARMUP", "TIMED"))
+    args = p.parse_args(argv)
+    try:
+        torch = _torch()
+    except ImportError:
+        print("error: torch is not installed in this environment", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("error: no CUDA device visible to torch; the validation suite needs a GPU", file=sys.stderr)
+        return 2
+    torch.cuda.set_device(args.device)
+    try:
+        module = import_installed_flash_attn()
+        info = read_build_info(module)
+    except Exception as e:  # noqa: BLE001 - reported as a setup error
+        print(f"error: cannot use the installed flash_attn: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    ctx = context(module, info, args.device, args.wheel)
+    cc = torch.cuda.get_device_capability(args.device)
+    ctx["sm"] = cc[0] * 10 + cc[1]
+    if args.wheel and ctx.get("flash_attn") and not args.wheel.name.startswith(f"flash_attn-{ctx['flash_attn']}-"):
+        print(f"error: installed flash_attn {ctx['flash_attn']} is not {args.wheel.name}", file=sys.stderr)
+        return 2
+    suite = Suite(FlashAttn(module), built_units(info) or None, device=f"cuda:{args.device}", seed=args.seed)
+    report = run_suite(suite, args.latency, *args.iters)
+    report["context"], report["api"] = ctx, suite.attn.api
+    report["counts"] = count(report)
+    jpath, mpath = write_report(report, args.out)
+    print(render_markdown(report))
+    print(f"wrote {jpath}\nwrote {mpath}")
+    return 0 if report["counts"]["FAILED"] == 0 and report["counts"]["passed"] > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""The wheel sessions: build one arch group's wheel, tag it, checksum it, smoke-test it.
+
+``python -m release.wheels --arch-group legacy [options]`` (what ``nox -s wheel_legacy -- [options]``
+runs). In order, stopping at the first problem with a message that says what to do:
+
+1. check the options: group, custom archs, kernel set (``kernel_set.resolve``), jobs, output
+   folder (no wheel of another version in it);
+2. with ``--torch-version``, install that torch into the running environment when it differs;
+3. probe the toolchain (``release.toolchain``): nvcc present, torch a CUDA build of the same
+   CUDA major, host compiler present;
+4. build into the keyed build directory (``release.build_key``) with progress and a summary;
+5. tag the wheel with its local version label (``release.tagging``), in a staging folder;
+6. smoke-test the tagged wheel in a fresh venv (``release.smoke``);
+7. move it into the output folder atomically, with ``<wheel>.sha256`` beside it.
+
+Nothing is written to the output folder before step 7, so a failure leaves it as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from . import build_key, builder, checksums, options, progress, smoke, tagging, toolchain
+from .errors import ReleaseError
+
+
+def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
+    """Move a finished wheel into out_dir atomically and write its .sha256; returns both paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / wheel.name
+    partial = out_dir / f".{wheel.name}.partial"
+    try:
+        shutil.copyfile(wheel, partial)
+        os.replace(partial, final)
+    finally:
+        if partial.exists():
+            partial.unlink()
+    return final, checksums.write_sidecar(final)
+
+
+def build_group(opts: options.BuildOptions, probe=toolchain.probe) -> Path:
+    """Steps 1-7 for one group; returns the published wheel."""
+    set_name, units = opts.validate()
+    print(f"release: arch group {opts.group}, kernel set {set_name} ({len(units)} units)", flush=True)
+    if opts.torch_version:
+        toolchain.ensure_torch(opts.torch_version)
+    tc = probe()
+    toolchain.check(tc, want_torch=opts.torch_version)
+    print(
+        f"release: nvcc {tc.cuda_version} ({tc.nvcc}), torch {tc.torch_version} (CUDA {tc.torch_cuda_version}, "
+        f"cxx11 ABI {tc.cxx11_abi}), {tc.compiler_id} {tc.compiler_version}",
+        flush=True,
+    )
+    bdir = build_key.build_dir(opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs)
+    opts.build_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=opts.build_root))
+    try:
+        result = builder.run_build(
+            bdir, opts.cmake_defines(), staging / "raw", python=tc.python, verbose=opts.verbose, nvcc=tc.nvcc
+        )
+        info = tagging.read_build_info(result.wheel)
+        if info.get("group") != opts.group:
+            raise ReleaseError(f"the build made a {info.get('group')} wheel, expected {opts.group}")
+        tagged = tagging.retag(result.wheel, staging / "tagged")
+        print(f"release: tagged {tagged.name}", flush=True)
+        if opts.smoke:
+            smoke.smoke_test(tagged, opts.group, deps=opts.smoke_deps)
+        else:
+            smoke.check_contents(tagged, opts.group)
+            print("release: smoke test skipped (--no-smoke); contents checked only", flush=True)
+        options.check_out_dir(opts.out_dir, info["version"])
+        final, sidecar = publish(tagged, opts.out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    progress.render_summary(result.summary, title=f"flash_attn {opts.group} build summary ({bdir.name})")
+    print(f"release: wrote {final}\nrelease: wrote {sidecar}", flush=True)
+    return final
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m release.wheels", description=__doc__.split("\n")[0])
+    p.add_argument("--arch-group", dest="groups", action="append", required=True, help="blackwell, legacy, custom")
+    options.add_arguments(p)
+    return p
+
+
+def parse(argv: list[str]) -> options.BuildOptions:
+    """BuildOptions from the session's arguments. --arch-group may come twice (the session's own
+    and the user's): they must agree, so `nox -s wheel_legacy` never silently builds another group."""
+    ns = parser().parse_args(argv)
+    groups = list(dict.fromkeys(ns.groups))
+    if len(groups) > 1:
+        raise ReleaseError(
+            f"this session builds the {groups[0]} group but --arch-group {groups[-1]} was given; run "
+            f"nox -s wheel_{groups[-1]} instead (custom: nox -s wheel_custom -- --cuda-archs 80,90)"
+        )
+    ns.group = groups[0]
+    return options.from_namespace(ns)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        build_group(parse(argv))
+    except ReleaseError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

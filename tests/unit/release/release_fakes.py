@@ -1,0 +1,61 @@
+"""Fake wheels and build info for the release tooling tests (imported by the tests and conftest.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+VERSION = "2.9.2.post1"
+
+
+def build_info(group: str = "legacy", **overrides) -> dict:
+    info = {
+        "version": VERSION,
+        "group": group,
+        "archs": [80, 89, 90],
+        "sass": ["sm_80", "sm_89", "sm_90"],
+        "ptx_arch": 90,
+        "cuda_version": "13.0.88",
+        "torch_version": "2.14.1+cu130",
+        "torch_cuda_version": "13.0",
+        "cxx11_abi": True,
+        "kernel_set": "ci",
+        "kernels": [{"kind": "fwd", "dtype": "fp16", "head_dim": 64, "causal": False}],
+        "deltas": {"applied": True, "rescale_threshold": 8.0, "packed_fma": True, "broken_no_max_reset": False},
+        "upstream": {"version": "2.8.3.post2", "sha256": "d0f9", "source": "sdist-file"},
+        "compilers": {"cxx": "GNU 12.2.0", "cuda": "NVIDIA 13.0.88"},
+        "fatbin_compression": "size",
+    }
+    info.update(overrides)
+    return info
+
+
+def make_wheel(
+    folder: Path,
+    group: str = "legacy",
+    version: str = VERSION,
+    libs: list[str] | None = None,
+    info: dict | None = None,
+    init: bool = True,
+) -> Path:
+    """A small wheel shaped like the real one: flash_attn/{__init__.py,_C_<group>.so,build_info_<group>.json}."""
+    from wheel.wheelfile import WheelFile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"flash_attn-{version}-cp310-abi3-linux_x86_64.whl"
+    dist_info = f"flash_attn-{version}.dist-info"
+    with WheelFile(path, "w") as wf:
+        if init:
+            wf.writestr("flash_attn/__init__.py", f'__version__ = "{version.split("+")[0]}"\n')
+        for g in libs if libs is not None else [group]:
+            wf.writestr(f"flash_attn/_C_{g}.so", b"\x7fELF not a real library " + g.encode())
+        wf.writestr(f"flash_attn/build_info_{group}.json", json.dumps(info or build_info(group)))
+        wf.writestr(
+            f"{dist_info}/METADATA",
+            f"Metadata-Version: 2.1\nName: flash_attn\nVersion: {version}\nRequires-Python: >=3.10\n",
+        )
+        wf.writestr(
+            f"{dist_info}/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp310-abi3-linux_x86_64\n",
+        )
+    return path

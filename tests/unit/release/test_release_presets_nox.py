@@ -1,0 +1,78 @@
+"""CMakePresets.json (one configure + build preset per arch group, and dev) and the nox sessions."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from release import dev
+
+ROOT = Path(__file__).resolve().parents[3]
+PRESETS = json.loads((ROOT / "CMakePresets.json").read_text())
+ALLOWED = {"FLASH_ATTN_ARCH_GROUP", "FLASH_ATTN_KERNEL_SET", "CMAKE_BUILD_TYPE"}
+
+
+def test_one_preset_per_group_and_dev():
+    configure = {p["name"]: p for p in PRESETS["configurePresets"] if not p.get("hidden")}
+    assert set(configure) == {"legacy", "blackwell", "dev"}
+    assert {b["name"]: b["configurePreset"] for b in PRESETS["buildPresets"]} == {n: n for n in configure}
+    base = next(p for p in PRESETS["configurePresets"] if p["name"] == "base")
+    assert base["generator"] == "Ninja" and base["binaryDir"].startswith("${sourceDir}/build/")
+    for name, group, kset in (("legacy", "legacy", "release"), ("blackwell", "blackwell", "release"),
+                              ("dev", "legacy", "dev")):  # fmt: skip
+        cv = configure[name]["cacheVariables"]
+        assert (cv["FLASH_ATTN_ARCH_GROUP"], cv["FLASH_ATTN_KERNEL_SET"]) == (group, kset)
+
+
+def test_presets_set_no_arch_or_flag_logic():
+    for p in PRESETS["configurePresets"]:
+        assert set(p.get("cacheVariables", {})) <= ALLOWED, p["name"]
+        assert "environment" not in p and "toolchainFile" not in p
+    text = json.dumps(PRESETS)
+    for word in ("CUDA_ARCHITECTURES", "CMAKE_CUDA_FLAGS", "CMAKE_CXX_FLAGS", "gencode", "FLASH_ATTN_CUDA_ARCHS"):
+        assert word not in text
+
+
+def _cmake():
+    try:
+        import cmake
+    except ImportError:
+        return None
+    exe = Path(cmake.CMAKE_BIN_DIR) / ("cmake.exe" if os.name == "nt" else "cmake")
+    return str(exe) if exe.is_file() else None
+
+
+@pytest.mark.skipif(_cmake() is None, reason="the PyPI cmake package is not installed")
+def test_cmake_reads_the_presets():
+    proc = subprocess.run([_cmake(), "--list-presets=all"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("legacy", "blackwell", "dev"):
+        assert f'"{name}"' in proc.stdout
+
+
+@pytest.mark.skipif(shutil.which("nox") is None, reason="nox is not installed")
+def test_nox_lists_the_sessions():
+    proc = subprocess.run(["nox", "--list"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("wheel_blackwell", "wheel_legacy", "wheel_custom", "smoke", "validate", "release", "dev", "tests",
+                 "lint"):  # fmt: skip
+        assert f" {name} -> " in proc.stdout, proc.stdout
+
+
+def test_dev_install_command(tmp_path):
+    cmd = dev.install_command(sys.executable, tmp_path / "k", {"FLASH_ATTN_KERNEL_SET": "dev"})
+    assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
+    assert "--no-build-isolation" in cmd and "-Ceditable.rebuild=true" in cmd
+    assert f"-Cbuild-dir={tmp_path / 'k'}" in cmd and "-Ccmake.define.FLASH_ATTN_KERNEL_SET=dev" in cmd
+    assert cmd[-2:] == ["-e", str(ROOT)]
+
+
+def test_dev_rejects_bad_input_before_building(capsys):
+    assert dev.main(["--kernel-set", "nope"], probe=lambda: pytest.fail("must not probe")) == 2
+    assert "error: kernel set" in capsys.readouterr().err

@@ -1,0 +1,134 @@
+"""Local version label and wheel re-tagging (release.tagging) on small fake wheels."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+from release_fakes import VERSION, build_info, make_wheel
+
+from release import tagging
+from release.errors import ReleaseError
+
+LABEL = "cu130torch2.14.1cxx11abitrue.legacy"
+
+
+def test_label_from_build_info():
+    assert tagging.local_label(build_info()) == LABEL
+
+
+@pytest.mark.parametrize(
+    ("overrides", "label"),
+    [
+        ({"cuda_version": "12.8.93", "torch_version": "2.13.0+cu128", "group": "blackwell"},
+         "cu128torch2.13.0cxx11abitrue.blackwell"),
+        ({"cxx11_abi": False}, "cu130torch2.14.1cxx11abifalse.legacy"),
+        ({"torch_version": "2.14.1"}, LABEL),  # no local label of its own
+        ({"cuda_version": "13.0", "group": "custom"}, "cu130torch2.14.1cxx11abitrue.custom"),
+    ],
+)  # fmt: skip
+def test_label_variants(overrides, label):
+    assert tagging.local_label(build_info(**overrides)) == label
+
+
+def test_label_is_pep440_normal_form():
+    label = tagging.local_label(build_info(group="legacy"))
+    full = f"{VERSION}+{label}"
+    assert str(Version(full)) == full
+
+
+def test_label_bad_build_info():
+    with pytest.raises(ReleaseError, match="local version label"):
+        tagging.local_label({"group": "legacy"})
+
+
+def test_tagged_version_replaces_existing_label():
+    assert tagging.tagged_version("2.9.2.post1+old.label", LABEL) == f"2.9.2.post1+{LABEL}"
+
+
+def test_retag_writes_label_everywhere(fake_wheel, tmp_path):
+    out = tmp_path / "out"
+    tagged = tagging.retag(fake_wheel, out)
+    full = f"{VERSION}+{LABEL}"
+    assert tagged.name == f"flash_attn-{full}-cp310-abi3-linux_x86_64.whl"
+    name, version, build, tags = parse_wheel_filename(tagged.name)
+    assert (name, str(version), build) == ("flash-attn", full, ())
+    assert {str(t) for t in tags} == {"cp310-abi3-linux_x86_64"}
+    facts = tagging.verify_wheel(tagged)  # dist-info name, METADATA, RECORD hashes
+    assert facts.version == full and facts.dist_info == f"flash_attn-{full}.dist-info"
+    with zipfile.ZipFile(tagged) as zf:
+        assert f"Version: {full}" in zf.read(f"flash_attn-{full}.dist-info/METADATA").decode()
+        record = zf.read(f"flash_attn-{full}.dist-info/RECORD").decode()
+        assert f"flash_attn-{full}.dist-info/METADATA,sha256=" in record
+        assert "flash_attn/_C_legacy.so,sha256=" in record
+        assert not [n for n in zf.namelist() if n.startswith(f"flash_attn-{VERSION}.dist-info")]
+    assert sorted(p.name for p in out.iterdir()) == [tagged.name]  # nothing half-written left
+
+
+def test_retag_is_idempotent(fake_wheel, tmp_path):
+    once = tagging.retag(fake_wheel, tmp_path / "a")
+    twice = tagging.retag(once, tmp_path / "b")
+    assert once.name == twice.name
+    tagging.verify_wheel(twice)
+
+
+def test_tagged_wheel_installs_and_reports_full_version(fake_wheel, tmp_path):
+    tagged = tagging.retag(fake_wheel, tmp_path / "out")
+    target = tmp_path / "target"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check",
+         "--target", str(target), str(tagged)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    query = "import importlib.metadata as m; print(m.version('flash_attn'))"
+    got = subprocess.run([sys.executable, "-c", query], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert got.stdout.strip() == f"{VERSION}+{LABEL}", got.stderr
+    assert (target / "flash_attn" / "_C_legacy.so").is_file()
+
+
+def test_verify_detects_tampered_member(fake_wheel, tmp_path):
+    bad = tmp_path / fake_wheel.name
+    with zipfile.ZipFile(fake_wheel) as src, zipfile.ZipFile(bad, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename.endswith(".so"):
+                data += b"tampered"
+            dst.writestr(item, data)
+    with pytest.raises(ReleaseError, match="RECORD hash/size of flash_attn/_C_legacy.so"):
+        tagging.verify_wheel(bad)
+
+
+def test_verify_detects_renamed_file(fake_wheel, tmp_path):
+    renamed = tmp_path / f"flash_attn-{VERSION}+{LABEL}-cp310-abi3-linux_x86_64.whl"
+    renamed.write_bytes(fake_wheel.read_bytes())  # the file name alone is not a tag
+    with pytest.raises(ReleaseError, match="dist-info folder"):
+        tagging.verify_wheel(renamed)
+
+
+def test_verify_rejects_non_normal_form(fake_wheel, tmp_path):
+    upper = tmp_path / f"flash_attn-{VERSION}+CU130-cp310-abi3-linux_x86_64.whl"
+    upper.write_bytes(fake_wheel.read_bytes())
+    with pytest.raises(ReleaseError, match="normal form"):
+        tagging.verify_wheel(upper)
+
+
+def test_retag_needs_one_build_info(tmp_path):
+    wheel = make_wheel(tmp_path / "raw")
+    with zipfile.ZipFile(wheel, "a") as zf:
+        zf.writestr("flash_attn/build_info_blackwell.json", "{}")
+    with pytest.raises(ReleaseError, match="2 build info files"):
+        tagging.retag(wheel, tmp_path / "out")
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_native_members(tmp_path):
+    wheel = make_wheel(tmp_path, libs=["legacy", "blackwell"])
+    libs, infos = tagging.native_members(wheel)
+    assert sorted(libs) == ["blackwell", "legacy"] and infos == ["legacy"]
