@@ -81,6 +81,12 @@ def release_(session: nox.Session) -> None:
     _release(session, "publish")
 
 
+@nox.session(venv_backend="none")
+def matrix(session: nox.Session) -> None:
+    """Print the release build matrix as GitHub Actions JSON (-- --os windows-2022 --group legacy)."""
+    session.run(sys.executable, "-m", "release.matrix", *session.posargs, env=ENV)  # stdlib only: no venv
+
+
 @nox.session(venv_params=SHARED, reuse_venv=True)
 def dev(session: nox.Session) -> None:
     """Editable install into .nox/dev that rebuilds on import (kernel set dev, legacy group)."""

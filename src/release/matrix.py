@@ -1,0 +1,263 @@
+"""The release build matrix: every supported (OS, arch group, CUDA toolkit, torch) combination.
+
+This module is the one table of what the project releases. ``nox -s matrix`` prints it as the
+JSON a GitHub Actions ``strategy.matrix`` reads (``{"include": [...]}``, one object per wheel);
+``.github/workflows/release.yml`` feeds that to its build jobs with ``fromJSON``.
+
+``python -m release.matrix [--os OS] [--group G] [--cuda X.Y] [--torch V] [--kernel-set S]
+[--runner OS=LABEL] [--output FILE] [--format json|table]``
+
+Filters take one value, a comma-separated list, or may be repeated; an empty value means "all"
+(so a workflow can pass its optional inputs through unchanged). ``--torch 2.14`` matches every
+2.14.x in the table. An unknown value is an error that lists the valid ones; filters that leave
+no combination are an error that says which combinations exist.
+
+Facts behind the table (looked up November 2026; re-check when adding a torch release):
+
+- torch 2.11 ships CUDA builds cu126, cu128 and cu130 (download.pytorch.org/whl/cu1xx); no
+  cu132. Source: the torch-2.11.0+cu1xx wheel lists of the PyTorch-based wheel indexes.
+- torch 2.12 introduced CUDA 13.2 as experimental and dropped 12.8: cu126, cu130, cu132
+  (pytorch/pytorch RFC #178665, RELEASE.md update #182849).
+- torch 2.13 has the same CUDA set as 2.14 (RELEASE.md PR #197555: "For Release 2.12, 2.13 and
+  2.14 ... Is 2.13 the same as 2.14? yes").
+- torch 2.14 ships cu126, cu130 and cu132, cu132 being the PyPI default (RFC #190355, #194367).
+- Linux x86_64 and Windows get the same CUDA builds (the RELEASE.md tables above are titled
+  "Linux x86 and Windows"). Assumed, not checked file by file: every torch x CUDA pair below
+  has a win_amd64 wheel on the cu1xx index.
+- The newest patch of each minor on PyPI: 2.11.0, 2.12.1, 2.13.0, 2.14.1. CUDA toolkits: 13.0.2
+  is the 13.0 patch PyTorch's own binaries use; 13.2.2 the 13.2 one (pytorch/pytorch #196351).
+- CUDA 12.x builds (cu126, cu128) are not in the matrix: the project builds with nvcc 13.x only.
+
+The local version label is ``cu<XY>torch<torch>cxx11abi<true|false>.<group>`` exactly as
+:func:`release.tagging.local_label` writes it from a wheel's build info (tests check the two
+agree). ``cxx11abi`` is what torch reports as ``torch._C._GLIBCXX_USE_CXX11_ABI``: true for the
+Linux builds of these torch versions (libstdc++ new ABI only since torch 2.7), false on Windows,
+where MSVC has no such ABI switch and torch defines the flag as False. The label's CUDA is the
+toolkit's major and minor (nvcc's version in the build info), which the workflow matches to the
+torch build it installs.
+
+Stdlib only: ``nox -s matrix`` runs without installing anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import _paths
+
+PYTHON = "3.12"  # interpreter of the build jobs; the wheel is cp310-abi3 whatever runs the build
+WHEEL_PYTHON_TAG = "cp310-abi3"  # pyproject.toml: wheel.py-api = "cp310"
+TORCH_INDEX = "https://download.pytorch.org/whl/{cu}"
+
+
+@dataclass(frozen=True)
+class OsInfo:
+    platform_tag: str  # the wheel's platform tag
+    cxx11_abi: bool  # torch._C._GLIBCXX_USE_CXX11_ABI of the torch builds on this OS
+    short: str  # used in job and artifact names
+
+
+# GitHub-hosted runner images the release is built on.
+OSES: dict[str, OsInfo] = {
+    "ubuntu-22.04": OsInfo(platform_tag="linux_x86_64", cxx11_abi=True, short="linux"),
+    "windows-2022": OsInfo(platform_tag="win_amd64", cxx11_abi=False, short="windows"),
+}
+GROUPS = ("blackwell", "legacy")  # `custom` is a local-build group, never released
+# CUDA toolkit minor -> exact toolkit the build job installs.
+CUDA: dict[str, str] = {"13.0": "13.0.2", "13.2": "13.2.2"}
+# torch release -> CUDA builds of it that this project releases wheels for (see the module docstring).
+TORCH: dict[str, tuple[str, ...]] = {
+    "2.11.0": ("13.0",),
+    "2.12.1": ("13.0", "13.2"),
+    "2.13.0": ("13.0", "13.2"),
+    "2.14.1": ("13.0", "13.2"),
+}
+KERNEL_SETS = ("release", "dev", "ci")
+
+
+class MatrixError(ValueError):
+    """A filter or option the matrix cannot satisfy; the message says what is valid."""
+
+
+def cu_tag(cuda: str) -> str:
+    """The CUDA part of a PyTorch index and label: 13.0 -> cu130."""
+    major, minor = cuda.split(".")[:2]
+    return f"cu{major}{minor}"
+
+
+def local_label(cuda: str, torch: str, cxx11_abi: bool, group: str) -> str:
+    """The local version label a wheel of this combination gets (release.tagging writes the same)."""
+    return f"{cu_tag(cuda)}torch{torch}cxx11abi{'true' if cxx11_abi else 'false'}.{group}"
+
+
+def wheel_name(version: str, label: str, platform_tag: str) -> str:
+    """flash_attn-<version>+<label>-cp310-abi3-<platform>.whl (version without its own label)."""
+    return f"flash_attn-{version.split('+')[0]}+{label}-{WHEEL_PYTHON_TAG}-{platform_tag}.whl"
+
+
+def combinations() -> list[tuple[str, str, str, str]]:
+    """Every supported (os, group, cuda, torch), in a stable order."""
+    return [
+        (os_name, group, cuda, torch)
+        for os_name in OSES
+        for group in GROUPS
+        for torch, cudas in TORCH.items()
+        for cuda in cudas
+    ]
+
+
+def entry(
+    os_name: str,
+    group: str,
+    cuda: str,
+    torch: str,
+    kernel_set: str = "release",
+    version: str | None = None,
+    runner: str | None = None,
+) -> dict:
+    """One matrix entry: what a build job needs, and the wheel it must produce."""
+    info = OSES[os_name]
+    version = version or _paths.package_version()
+    label = local_label(cuda, torch, info.cxx11_abi, group)
+    session = f"wheel_{group}"
+    args = ["--torch-version", torch, "--kernel-set", kernel_set]
+    return {
+        "name": f"{group}-{cu_tag(cuda)}-torch{torch}-{info.short}",
+        "os": os_name,
+        "runner": runner or os_name,
+        "group": group,
+        "cuda": cuda,
+        "cuda_full": CUDA[cuda],
+        "cu": cu_tag(cuda),
+        "torch": torch,
+        "torch_index": TORCH_INDEX.format(cu=cu_tag(cuda)),
+        "python": PYTHON,
+        "kernel_set": kernel_set,
+        "session": session,
+        "args": args,
+        "command": " ".join(["nox", "-s", session, "--", *args]),
+        "cxx11_abi": info.cxx11_abi,
+        "label": label,
+        "wheel": wheel_name(version, label, info.platform_tag),
+    }
+
+
+def _values(raw: Iterable[str] | None) -> list[str]:
+    """Flatten repeated / comma-separated filter values; empty strings mean no filter."""
+    out: list[str] = []
+    for item in raw or []:
+        out += [v.strip() for v in item.split(",") if v.strip()]
+    return out
+
+
+def _check(kind: str, given: list[str], valid: Iterable[str], matches=lambda g, v: g == v) -> None:
+    valid = list(valid)
+    bad = [g for g in given if not any(matches(g, v) for v in valid)]
+    if bad:
+        raise MatrixError(f"unknown {kind} {', '.join(repr(b) for b in bad)}. Valid values: {', '.join(valid)}.")
+
+
+def _torch_matches(given: str, torch: str) -> bool:
+    """A torch filter: 2.14 matches 2.14.1; 2.14.1 matches only itself."""
+    return torch == given or torch.startswith(given + ".")
+
+
+def _parse_runners(raw: Iterable[str] | None) -> dict[str, str]:
+    runners = {}
+    for item in _values(raw):
+        os_name, sep, label = item.partition("=")
+        if not sep or not label.strip():
+            raise MatrixError(f"--runner {item!r}: write it as OS=LABEL, e.g. --runner ubuntu-22.04=my-16-core-runner")
+        _check("--runner OS", [os_name.strip()], OSES)
+        runners[os_name.strip()] = label.strip()
+    return runners
+
+
+def build_matrix(
+    oses: Iterable[str] | None = None,
+    groups: Iterable[str] | None = None,
+    cudas: Iterable[str] | None = None,
+    torches: Iterable[str] | None = None,
+    kernel_set: str = "release",
+    runners: Iterable[str] | None = None,
+    version: str | None = None,
+) -> dict:
+    """{"include": [entry, ...]} of the combinations the filters select (all when none is given)."""
+    oses, groups, cudas, torches = _values(oses), _values(groups), _values(cudas), _values(torches)
+    _check("--os", oses, OSES)
+    _check("--group", groups, GROUPS)
+    _check("--cuda", cudas, CUDA)
+    _check("--torch", torches, TORCH, _torch_matches)
+    if kernel_set not in KERNEL_SETS:
+        raise MatrixError(f"unknown --kernel-set {kernel_set!r}. Valid values: {', '.join(KERNEL_SETS)}.")
+    runner_of = _parse_runners(runners)
+    version = version or _paths.package_version()
+    selected = [
+        (o, g, c, t)
+        for o, g, c, t in combinations()
+        if (not oses or o in oses)
+        and (not groups or g in groups)
+        and (not cudas or c in cudas)
+        and (not torches or any(_torch_matches(x, t) for x in torches))
+    ]
+    if not selected:
+        pairs = "; ".join(f"torch {t}: CUDA {', '.join(c)}" for t, c in TORCH.items())
+        raise MatrixError(
+            f"no supported combination matches --cuda {','.join(cudas) or '(any)'} --torch "
+            f"{','.join(torches) or '(any)'}. Supported torch x CUDA: {pairs}."
+        )
+    return {
+        "include": [
+            entry(o, g, c, t, kernel_set=kernel_set, version=version, runner=runner_of.get(o))
+            for o, g, c, t in selected
+        ]
+    }
+
+
+def format_table(matrix: dict) -> str:
+    rows = [("name", "runs on", "session", "wheel")]
+    rows += [(e["name"], e["runner"], e["command"], e["wheel"]) for e in matrix["include"]]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = ["  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m release.matrix", description=__doc__.split("\n")[0])
+    p.add_argument("--os", action="append", help=f"runner image(s): {', '.join(OSES)}")
+    p.add_argument("--group", action="append", help=f"arch group(s): {', '.join(GROUPS)}")
+    p.add_argument("--cuda", action="append", help=f"CUDA toolkit(s): {', '.join(CUDA)}")
+    p.add_argument("--torch", action="append", help=f"torch version(s) or minors: {', '.join(TORCH)}")
+    p.add_argument("--kernel-set", default="release", help=f"kernel set of every entry: {', '.join(KERNEL_SETS)}")
+    p.add_argument(
+        "--runner", action="append", help="OS=LABEL: run that OS's jobs on another runner label (larger runners)"
+    )
+    p.add_argument("--output", type=Path, help="write the JSON to this file instead of standard output")
+    p.add_argument("--format", choices=("json", "table"), default="json", help="json (for workflows) or table")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        matrix = build_matrix(args.os, args.group, args.cuda, args.torch, args.kernel_set or "release", args.runner)
+    except MatrixError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    text = format_table(matrix) if args.format == "table" else json.dumps(matrix, separators=(",", ":")) + "\n"
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text, encoding="utf-8")
+        print(f"release: {len(matrix['include'])} matrix entries written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""release.matrix: the table, its filters and errors, and that every entry is a real build.
+
+"Real" means: the nox session exists in noxfile.py, the session's arguments parse with the wheel
+sessions' own CLI (release.wheels) and name a valid kernel set, and the wheel name the entry
+promises is a valid wheel file name whose local label is the one release.tagging writes.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from release import matrix
+from release._paths import package_version
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def nox_sessions() -> set[str]:
+    """Names of the functions noxfile.py decorates with @nox.session (honouring name=...)."""
+    noxfile = ROOT / "noxfile.py"
+    if not noxfile.is_file():
+        pytest.fail("noxfile.py is missing: the matrix entries name nox sessions")
+    names = set()
+    for node in ast.walk(ast.parse(noxfile.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for dec in node.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            if ast.unparse(target) not in ("nox.session", "session"):
+                continue
+            name = node.name
+            if isinstance(dec, ast.Call):
+                for kw in dec.keywords:
+                    if kw.arg == "name" and isinstance(kw.value, ast.Constant):
+                        name = kw.value.value
+            names.add(name)
+    return names
+
+
+@pytest.fixture(scope="module")
+def full() -> list[dict]:
+    return matrix.build_matrix()["include"]
+
+
+def test_matrix_is_github_include_form(full):
+    doc = matrix.build_matrix()
+    assert list(doc) == ["include"]
+    assert json.loads(json.dumps(doc)) == doc  # plain JSON types only
+    n_pairs = sum(len(c) for c in matrix.TORCH.values())
+    assert len(full) == len(matrix.OSES) * len(matrix.GROUPS) * n_pairs
+    assert len({e["name"] for e in full}) == len(full), "job / artifact names must be unique"
+    assert len({e["wheel"] for e in full}) == len(full), "two entries would build the same wheel"
+
+
+def test_every_entry_is_a_supported_combination(full):
+    for e in full:
+        assert e["os"] in matrix.OSES and e["group"] in matrix.GROUPS
+        assert e["cuda"] in matrix.TORCH[e["torch"]], f"torch {e['torch']} ships no cu{e['cuda']} build"
+        assert e["cuda_full"].startswith(e["cuda"] + ".")
+        assert e["torch_index"] == f"https://download.pytorch.org/whl/{e['cu']}"
+        assert e["runner"] == e["os"]
+
+
+def test_torch_cuda_facts():
+    """The facts the module docstring cites: 2.11 has no cu132; 2.12 to 2.14 have cu130 and cu132."""
+    assert matrix.TORCH["2.11.0"] == ("13.0",)
+    for v in ("2.12.1", "2.13.0", "2.14.1"):
+        assert matrix.TORCH[v] == ("13.0", "13.2")
+    assert set(matrix.CUDA) == {"13.0", "13.2"}
+
+
+def test_sessions_exist_in_noxfile(full):
+    sessions = nox_sessions()
+    for e in full:
+        assert e["session"] in sessions, f"{e['name']}: no nox session {e['session']} in noxfile.py"
+    # the workflows also call these
+    assert {"matrix", "tests", "release", "wheel_legacy", "wheel_blackwell"} <= sessions
+
+
+def test_entry_arguments_parse_with_the_wheel_sessions_cli(full, tmp_path):
+    from release import wheels
+
+    for e in full:
+        assert all(a and not any(c.isspace() for c in a) for a in e["args"]), "the workflow splits args on spaces"
+        assert e["command"] == " ".join(["nox", "-s", e["session"], "--", *e["args"]])
+        group = e["session"].removeprefix("wheel_")
+        # what the session passes, what the entry adds, what release.yml appends
+        argv = ["--arch-group", group, *e["args"], "--out", str(tmp_path / "wh"), "--build-root", str(tmp_path / "b")]
+        opts = wheels.parse(argv)
+        assert (opts.group, opts.torch_version, opts.kernel_set) == (e["group"], e["torch"], e["kernel_set"])
+        set_name, units = opts.validate(check_out=False)
+        assert set_name == "release" and units
+
+
+def test_wheel_names_are_valid_and_carry_the_tagging_label(full):
+    from packaging.utils import parse_wheel_filename
+    from packaging.version import Version
+
+    from release import tagging
+
+    version = package_version()
+    for e in full:
+        # the label release.tagging computes from the build info such a build writes
+        info = {
+            "cuda_version": e["cuda_full"],  # nvcc's version, e.g. 13.0.2 -> cu130
+            "torch_version": f"{e['torch']}+{e['cu']}",
+            "cxx11_abi": e["cxx11_abi"],
+            "group": e["group"],
+        }
+        assert tagging.local_label(info) == e["label"]
+        name, ver, build, tags = parse_wheel_filename(e["wheel"])
+        assert name == "flash-attn" and build == ()
+        assert str(ver) == tagging.tagged_version(version, e["label"]) == e["wheel"].split("-")[1]
+        assert ver == Version(f"{version}+{e['label']}")
+        platform = matrix.OSES[e["os"]].platform_tag
+        assert {str(t) for t in tags} == {f"cp310-abi3-{platform}"}
+
+
+def test_cxx11_abi_label_per_os(full):
+    for e in full:
+        linux = e["os"].startswith("ubuntu")
+        assert e["cxx11_abi"] is linux
+        assert e["label"] == f"{e['cu']}torch{e['torch']}cxx11abi{'true' if linux else 'false'}.{e['group']}"
+        assert e["wheel"].endswith("linux_x86_64.whl" if linux else "win_amd64.whl")
+
+
+def test_example_of_the_design_document():
+    e = matrix.entry("ubuntu-22.04", "legacy", "13.0", "2.14.1", version="2.9.2.post1")
+    assert e["wheel"] == "flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-cp310-abi3-linux_x86_64.whl"
+    assert e["command"] == "nox -s wheel_legacy -- --torch-version 2.14.1 --kernel-set release"
+
+
+@pytest.mark.parametrize(
+    "filters, expect",
+    [
+        (
+            dict(oses=["windows-2022"], groups=["legacy"]),
+            lambda e: e["os"] == "windows-2022" and e["group"] == "legacy",
+        ),
+        (dict(cudas=["13.2"]), lambda e: e["cuda"] == "13.2"),
+        (dict(torches=["2.14"]), lambda e: e["torch"] == "2.14.1"),
+        (dict(torches=["2.11.0,2.12"]), lambda e: e["torch"] in ("2.11.0", "2.12.1")),
+        (dict(oses=[""], groups=[""], cudas=[""], torches=[""]), lambda e: True),  # empty inputs mean all
+    ],
+)
+def test_filters(full, filters, expect):
+    got = matrix.build_matrix(**filters)["include"]
+    assert got == [e for e in full if expect(e)]
+    assert got
+
+
+def test_os_and_group_filter_selects_the_windows_legacy_builds():
+    got = matrix.build_matrix(oses=["windows-2022"], groups=["legacy"])["include"]
+    assert len(got) == sum(len(c) for c in matrix.TORCH.values())
+    assert {e["session"] for e in got} == {"wheel_legacy"}
+
+
+@pytest.mark.parametrize(
+    "kwargs, flag, valid",
+    [
+        (dict(oses=["macos-14"]), "--os", "ubuntu-22.04, windows-2022"),
+        (dict(groups=["hopper"]), "--group", "blackwell, legacy"),
+        (dict(cudas=["12.8"]), "--cuda", "13.0, 13.2"),
+        (dict(torches=["2.10"]), "--torch", "2.11.0, 2.12.1, 2.13.0, 2.14.1"),
+        (dict(kernel_set="full"), "--kernel-set", "release, dev, ci"),
+        (dict(runners=["macos-14=big"]), "--runner OS", "ubuntu-22.04, windows-2022"),
+    ],
+)
+def test_unknown_values_are_errors_that_list_the_valid_ones(kwargs, flag, valid):
+    with pytest.raises(matrix.MatrixError) as err:
+        matrix.build_matrix(**kwargs)
+    assert f"unknown {flag}" in str(err.value) and f"Valid values: {valid}." in str(err.value)
+
+
+def test_filters_without_a_combination_say_which_exist():
+    with pytest.raises(matrix.MatrixError, match=r"torch 2\.11\.0: CUDA 13\.0;"):
+        matrix.build_matrix(cudas=["13.2"], torches=["2.11"])
+
+
+def test_runner_override_and_kernel_set():
+    got = matrix.build_matrix(runners=["ubuntu-22.04=linux-16-core"], kernel_set="ci", groups=["legacy"])["include"]
+    for e in got:
+        assert e["runner"] == ("linux-16-core" if e["os"] == "ubuntu-22.04" else e["os"])
+        assert e["args"][-2:] == ["--kernel-set", "ci"]
+    with pytest.raises(matrix.MatrixError, match="OS=LABEL"):
+        matrix.build_matrix(runners=["linux-16-core"])
+
+
+def test_cli_prints_json_and_reports_errors(capsys, tmp_path):
+    assert matrix.main(["--os", "windows-2022", "--group", "legacy"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == matrix.build_matrix(oses=["windows-2022"], groups=["legacy"])
+
+    assert matrix.main(["--os", "windows-2022", "--output", str(tmp_path / "m.json")]) == 0
+    assert json.loads((tmp_path / "m.json").read_text())["include"]
+    assert "\n" not in (tmp_path / "m.json").read_text().strip(), "one line, for $GITHUB_OUTPUT"
+
+    assert matrix.main(["--os", "win"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown --os 'win'" in err and "windows-2022" in err
+
+    assert matrix.main(["--format", "table", "--torch", "2.14"]) == 0
+    assert "nox -s wheel_legacy -- --torch-version 2.14.1" in capsys.readouterr().out
+
+
+def test_retagging_a_build_of_an_entry_gives_the_promised_wheel_name(tmp_path):
+    """End to end with release.tagging.retag (wheel pack --local-version) on a fake wheel whose build
+    info is what the entry's build writes: the tagged file is the entry's wheel (up to the platform
+    tag, which the fake always writes as linux_x86_64)."""
+    pytest.importorskip("wheel")
+    sys.path.insert(0, str(ROOT / "tests" / "unit" / "release"))
+    from release_fakes import build_info, make_wheel
+
+    from release import tagging
+
+    if tagging._wheel_version() < tagging.MIN_WHEEL:
+        pytest.skip("re-tagging needs wheel >= 0.48")
+    picks = [
+        matrix.entry("ubuntu-22.04", "legacy", "13.0", "2.14.1"),
+        matrix.entry("windows-2022", "blackwell", "13.2", "2.12.1"),
+    ]
+    for i, e in enumerate(picks):
+        info = build_info(
+            e["group"],
+            cuda_version={"13.0": "13.0.88", "13.2": "13.2.78"}[e["cuda"]],  # nvcc's own version string
+            torch_version=f"{e['torch']}+{e['cu']}",
+            cxx11_abi=e["cxx11_abi"],
+        )
+        raw = make_wheel(tmp_path / f"raw{i}", group=e["group"], info=info)
+        tagged = tagging.retag(raw, tmp_path / f"out{i}")
+        assert tagged.name.rsplit("-", 1)[0] == e["wheel"].rsplit("-", 1)[0]

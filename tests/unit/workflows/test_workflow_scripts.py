@@ -1,0 +1,161 @@
+"""Run scripts of release.yml here, against local fakes (the workflow itself cannot run here).
+
+- the Windows CUDA step (Python): NVIDIA's redistributable manifest and archives are replaced by a
+  file:// folder (CUDA_REDIST_URL); checks the sha256 check, the merge into one root, the nvvm
+  check and what it writes to GITHUB_PATH / GITHUB_ENV;
+- the step that checks the wheel name and collects the build summary (bash).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from _workflows import load_workflow
+
+WINDOWS_CUDA_STEP = "CUDA toolkit ${{ matrix.cuda_full }} (Windows, NVIDIA redistributable archives)"
+CHECK_STEP = "Check the wheel name and collect the build summary"
+
+
+def step(name: str) -> dict:
+    (found,) = [s for s in load_workflow("release.yml")["jobs"]["build"]["steps"] if s.get("name") == name]
+    return found
+
+
+def fake_archive(component: str, files: dict[str, str]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        top = f"{component}-windows-x86_64-13.0.88-archive"
+        zf.writestr(f"{top}/LICENSE", component)
+        for name, text in files.items():
+            zf.writestr(f"{top}/{name}", text)
+    return buf.getvalue()
+
+
+def fake_redist(tmp: Path, version: str, components: dict[str, dict[str, str]], corrupt: str = "") -> str:
+    manifest = {"release_label": version}
+    for comp, files in components.items():
+        data = fake_archive(comp, files)
+        rel = f"{comp}/windows-x86_64/{comp}-windows-x86_64-13.0.88-archive.zip"
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).write_bytes(data + (b"x" if comp == corrupt else b""))
+        manifest[comp] = {
+            "version": "13.0.88",
+            "windows-x86_64": {"relative_path": rel, "sha256": hashlib.sha256(data).hexdigest()},
+        }
+    (tmp / f"redistrib_{version}.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return tmp.as_uri() + "/"
+
+
+def run_windows_cuda_step(
+    tmp_path: Path, components: dict, corrupt: str = ""
+) -> tuple[subprocess.CompletedProcess, Path]:
+    s = step(WINDOWS_CUDA_STEP)
+    assert s["shell"] == "python" and s["if"] == "runner.os == 'Windows'"
+    redist = tmp_path / "redist"
+    redist.mkdir(parents=True)
+    root = tmp_path / "cuda"
+    env = dict(
+        os.environ,
+        CUDA_FULL="13.0.2",
+        CUDA_ROOT=str(root),
+        CUDA_REDIST_URL=fake_redist(redist, "13.0.2", components, corrupt),
+        GITHUB_PATH=str(tmp_path / "github_path"),
+        GITHUB_ENV=str(tmp_path / "github_env"),
+    )
+    script = tmp_path / "step.py"
+    script.write_text(s["run"], encoding="utf-8")
+    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True), root
+
+
+COMPONENTS = {
+    "cuda_nvcc": {"bin/nvcc.exe": "nvcc", "include/crt/host_config.h": "crt"},
+    "libnvvm": {"nvvm/bin/cicc.exe": "cicc"},
+    "cuda_cudart": {"include/cuda_runtime.h": "rt", "lib/x64/cudart.lib": "lib"},
+    "cuda_cccl": {"include/cccl/cuda/std/version": "cccl"},
+}
+
+
+def test_windows_cuda_step_installs_checked_archives_into_one_root(tmp_path):
+    proc, root = run_windows_cuda_step(tmp_path, COMPONENTS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for files in COMPONENTS.values():
+        for name in files:
+            assert (root / name).is_file(), name
+    assert "cuda_crt: not in redistrib_13.0.2.json, skipped" in proc.stdout  # optional components may be absent
+    assert (tmp_path / "github_path").read_text().splitlines() == [str(root / "bin")]
+    env = (tmp_path / "github_env").read_text().splitlines()
+    assert f"CUDA_PATH={root}" in env and f"CUDACXX={root / 'bin' / 'nvcc.exe'}" in env
+
+
+def test_windows_cuda_step_refuses_a_corrupt_archive(tmp_path):
+    proc, _ = run_windows_cuda_step(tmp_path, COMPONENTS, corrupt="cuda_cudart")
+    assert proc.returncode != 0 and "cuda_cudart: sha256" in proc.stderr
+
+
+def test_windows_cuda_step_needs_the_required_components_and_nvvm(tmp_path):
+    proc, _ = run_windows_cuda_step(tmp_path, {k: v for k, v in COMPONENTS.items() if k != "cuda_cccl"})
+    assert proc.returncode != 0 and "no windows-x86_64 cuda_cccl" in proc.stderr
+    proc, _ = run_windows_cuda_step(tmp_path / "b", {k: v for k, v in COMPONENTS.items() if k != "libnvvm"})
+    assert proc.returncode != 0 and "no nvvm/bin" in proc.stderr
+
+
+@pytest.fixture
+def bash() -> str:
+    found = shutil.which("bash")
+    if not found or os.name == "nt":
+        pytest.skip("needs bash (the step runs under bash on the runners)")
+    return found
+
+
+def run_check_step(bash: str, tmp_path: Path, wheel: str, summaries: int) -> subprocess.CompletedProcess:
+    s = step(CHECK_STEP)
+    (tmp_path / "wheelhouse").mkdir(parents=True)
+    (tmp_path / "wheelhouse" / wheel).write_bytes(b"wheel")
+    (tmp_path / "wheelhouse" / f"{wheel}.sha256").write_text("x")
+    for i in range(summaries):
+        (tmp_path / "b" / f"key{i}").mkdir(parents=True)
+        (tmp_path / "b" / f"key{i}" / "flash_attn_build_summary.json").write_text("{}")
+    fake_bin = tmp_path / "fakebin"
+    fake_bin.mkdir()
+    (fake_bin / "sccache").write_text("#!/bin/sh\necho sccache stats\n")
+    (fake_bin / "sccache").chmod(0o755)
+    expected = "flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-cp310-abi3-linux_x86_64.whl"
+    env = dict(
+        os.environ,
+        EXPECTED=expected,
+        NAME="legacy-cu130-torch2.14.1-linux",
+        BUILD_ROOT=str(tmp_path / "b"),
+        PATH=f"{fake_bin}{os.pathsep}{os.environ['PATH']}",
+    )
+    # the runner's default: bash --noprofile --norc -eo pipefail {0}
+    return subprocess.run(
+        [bash, "--noprofile", "--norc", "-eo", "pipefail", "-c", s["run"]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_check_step_collects_the_summary(bash, tmp_path):
+    wheel = "flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-cp310-abi3-linux_x86_64.whl"
+    proc = run_check_step(bash, tmp_path, wheel, summaries=1)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "wheelhouse" / "build-summary-legacy-cu130-torch2.14.1-linux.json").is_file()
+
+
+def test_check_step_fails_on_another_wheel_name_or_no_summary(bash, tmp_path):
+    proc = run_check_step(bash, tmp_path / "a", "flash_attn-2.9.2.post1-cp310-abi3-linux_x86_64.whl", summaries=1)
+    assert proc.returncode != 0 and "::error::expected wheelhouse/" in proc.stdout
+    wheel = "flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-cp310-abi3-linux_x86_64.whl"
+    proc = run_check_step(bash, tmp_path / "b", wheel, summaries=0)
+    assert proc.returncode != 0 and "::error::expected one build summary" in proc.stdout

