@@ -15,6 +15,9 @@ BUILD = [
     "wheel==0.48.0",
     "packaging==26.4",
     "rich==15.0.0",
+    # torch declares setuptools>=77.0.3, and `python -m build` checks the build requirements'
+    # dependencies; a Python 3.11 venv starts with setuptools 65.5, which shadows the system one.
+    "setuptools==84.2.1",
 ]
 TEST = ["pytest==9.0.3", "numpy==2.4.6"]
 LINT = ["ruff==0.17.6"]

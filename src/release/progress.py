@@ -27,9 +27,10 @@ from . import _paths
 
 NINJA_LINE_RE = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)$")
 UNIT_PATH_RE = re.compile(r"kernels[/\\]units[/\\]([A-Za-z0-9_]+)\.cu\b")
-# Weight of an edge that is not a kernel unit, relative to a forward hdim64 unit (the binding
-# and dispatch sources include torch headers but no CUTLASS kernels; links and installs are short).
-OTHER_EDGE_COST = 0.1
+# Weight of an edge that is not a kernel unit, relative to a forward hdim64 unit: the binding
+# sources and the dispatch include torch and CUTLASS headers but instantiate no kernel (measured
+# on 2 cores: 1.5-3 minutes each, a forward unit 4-8 minutes); links and installs are shorter.
+OTHER_EDGE_COST = 0.3
 
 
 def unit_cost(name: str) -> float:
@@ -99,10 +100,10 @@ class BuildProgress:
         return self.clock() - self.started
 
     def eta(self) -> float | None:
-        """Seconds left, from the cost-weighted throughput so far; None before a unit finished."""
-        if not self.units_done or self.edges_total == 0:
-            return None
+        """Seconds left, from the cost-weighted throughput so far; None before an edge finished."""
         done_cost = sum(unit_cost(u) for u in self.units_done) + OTHER_EDGE_COST * self.other_edges_done
+        if done_cost == 0 or self.edges_total == 0:
+            return None
         remaining_units = [u for u in self.units if u not in self.units_done]
         edges_left = self.edges_total - self.edges_done
         # Ninja's total counts only edges that need work: on an incremental build fewer units
@@ -121,7 +122,8 @@ class BuildProgress:
         units = f"{len(self.units_done)}/{self.units_total}" if self.units_total else f"{len(self.units_done)}"
         eta = self.eta()
         eta_text = "estimating" if eta is None else format_seconds(eta)
-        done = unit_of(self.last) or self.last.split(" ")[-1]
+        token = self.last.split(" ")[-1]
+        done = unit_of(self.last) or (token.replace("\\", "/").rsplit("/", 1)[-1] if "/" in token else self.last[:60])
         return (
             f"kernel units {units}, edges {self.edges_done}/{self.edges_total}, elapsed "
             f"{format_seconds(self.elapsed())}, ETA {eta_text} | {done}"

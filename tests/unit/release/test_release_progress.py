@@ -47,8 +47,8 @@ def test_eta_is_cost_weighted():
     clock.t += 100.0
     p.feed("[1/5] Building CUDA object " + OBJ.format("fwd_hdim64_fp16"))
     # one fwd hdim64 unit (cost 1.0) took 100 s; left: bwd hdim128 (2.6*sqrt(2)) + fwd hdim64 (1.0)
-    # + 2 other edges (0.1 each)
-    expected = 100.0 * (2.6 * 2**0.5 + 1.0 + 0.2) / 1.0
+    # + 2 other edges (OTHER_EDGE_COST each)
+    expected = 100.0 * (2.6 * 2**0.5 + 1.0 + 2 * progress.OTHER_EDGE_COST) / 1.0
     assert p.eta() == pytest.approx(expected)
     status = p.status()
     assert status.startswith("kernel units 1/3, edges 1/5, elapsed 1:40, ETA ")
@@ -63,6 +63,15 @@ def test_eta_on_incremental_build_uses_ninja_total():
     # only one edge left: at most one unit remains, not two
     avg = (1.0 + 2**0.5) / 2
     assert p.eta() == pytest.approx(10.0 * avg)
+
+
+def test_eta_before_the_first_unit_uses_the_other_edges():
+    clock = Clock()
+    p = progress.BuildProgress(units=["fwd_hdim64_fp16"], clock=clock)
+    clock.t += 30.0
+    p.feed("[1/3] Building CXX object CMakeFiles/flash_attn_native.dir/src/binding/fwd.cpp.o")
+    # 30 s for one other edge; left: one unit and one other edge
+    assert p.eta() == pytest.approx(30.0 * (1.0 + progress.OTHER_EDGE_COST) / progress.OTHER_EDGE_COST)
 
 
 def test_verbose_command_lines_are_recognised():
@@ -140,3 +149,11 @@ def test_arch_sizes_without_cuobjdump(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("s", "text"), [(5, "0:05"), (65, "1:05"), (3725, "1:02:05"), (None, "?")])
 def test_format_seconds(s, text):
     assert progress.format_seconds(s) == text
+
+
+def test_status_names_what_finished():
+    p = progress.BuildProgress(units=[])
+    p.feed("[0/2] Re-checking globbed directories...")
+    assert p.status().endswith("| Re-checking globbed directories...")
+    p.feed("[1/2] Building CXX object CMakeFiles/flash_attn_native.dir/src/binding/params.cpp.o")
+    assert p.status().endswith("| params.cpp.o")
