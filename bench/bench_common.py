@@ -1,0 +1,235 @@
+"""Helpers shared by the bench/ scripts: statistics, Markdown tables, result files, build targets.
+
+A *build target* is what a GPU benchmark loads flash_attn from, given on the command line as
+``LABEL=PATH``. PATH may be:
+
+- a CMake build directory (holds ``_C_<group>.so`` and ``build_info_<group>.json``) or the
+  library file itself: the child process imports this checkout's ``flash_attn`` package with
+  ``FLASH_ATTN_LIBRARY`` pointing at the library;
+- an install folder that holds a ``flash_attn/`` package (``pip install --target DIR``, a
+  site-packages folder): the child gets ``PYTHONPATH=DIR``;
+- a wheel (``.whl``): unpacked under the result folder, then as an install folder.
+
+Without any, the target ``installed`` is whatever ``import flash_attn`` finds in the running
+interpreter. Each target runs in its own process, since two builds register the same
+``torch.ops.flash_attn`` namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+KERNELS_DIR = REPO_ROOT / "src" / "kernels"
+
+
+def kernel_set():
+    """src/kernels/kernel_set.py (the single definition of unit names), imported from its folder."""
+    if str(KERNELS_DIR) not in sys.path:
+        sys.path.insert(0, str(KERNELS_DIR))
+    import kernel_set as ks
+
+    return ks
+
+
+# -- statistics ----------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """q-th percentile (0..100) with linear interpolation between closest ranks."""
+    if not values:
+        raise ValueError("percentile of no values")
+    data = sorted(values)
+    if len(data) == 1:
+        return data[0]
+    pos = (len(data) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = math.ceil(pos)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def summarize(values: list[float], digits: int = 4) -> dict:
+    """{'n', 'median', 'min', 'max', 'p10', 'p90', 'mean'} of a sample, rounded."""
+    return {
+        "n": len(values),
+        "median": round(statistics.median(values), digits),
+        "min": round(min(values), digits),
+        "max": round(max(values), digits),
+        "p10": round(percentile(values, 10), digits),
+        "p90": round(percentile(values, 90), digits),
+        "mean": round(statistics.fmean(values), digits),
+    }
+
+
+# -- Markdown ------------------------------------------------------------------------------------
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(headers: list[str], rows: list[list], align: str | None = None) -> str:
+    """A GitHub Markdown table. ``align`` is one letter per column: l(eft), r(ight), c(enter).
+
+    Cells are str()-ed; None becomes empty; '|' is escaped; rows shorter than the header are padded.
+    """
+    if align is None:
+        align = "l" * len(headers)
+    if len(align) != len(headers):
+        raise ValueError(f"align has {len(align)} letters for {len(headers)} columns")
+    marks = {"l": ":--", "r": "--:", "c": ":-:"}
+    lines = ["| " + " | ".join(_cell(h) for h in headers) + " |", "|" + "|".join(marks[a] for a in align) + "|"]
+    for row in rows:
+        if len(row) > len(headers):
+            raise ValueError(f"row has {len(row)} cells for {len(headers)} columns: {row}")
+        cells = [_cell(v) for v in row] + [""] * (len(headers) - len(row))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def fmt(value: float | None, digits: int = 2, suffix: str = "") -> str:
+    """Number with fixed digits, or '-' for None/NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}{suffix}"
+
+
+# -- result files --------------------------------------------------------------------------------
+
+
+def write_results(out_dir: Path, stem: str, record: dict, markdown: str) -> tuple[Path, Path]:
+    """Write <out>/<stem>.json and <out>/<stem>.md; returns both paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / f"{stem}.json"
+    md_path = out_dir / f"{stem}.md"
+    json_path.write_text(json.dumps(record, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    md_path.write_text(markdown, encoding="utf-8")
+    return json_path, md_path
+
+
+# -- build targets -------------------------------------------------------------------------------
+
+
+class TargetError(ValueError):
+    """A build target on the command line that cannot be used; the message says why."""
+
+
+@dataclass
+class BuildTarget:
+    """One flash_attn build to load in a child process (see the module doc)."""
+
+    label: str
+    kind: str  # "installed", "library", "install_dir", "wheel"
+    source: str | None = None  # what was given on the command line
+    library: str | None = None  # the _C_<group> file, when known
+    pythonpath: list[str] = field(default_factory=list)  # prepended to PYTHONPATH
+
+    def env(self, base: dict | None = None) -> dict:
+        """Environment for a child process that imports this build."""
+        env = dict(os.environ if base is None else base)
+        env.pop("FLASH_ATTN_LIBRARY", None)
+        if self.kind == "library":
+            env["FLASH_ATTN_LIBRARY"] = str(self.library)
+        if self.pythonpath:
+            old = env.get("PYTHONPATH")
+            env["PYTHONPATH"] = os.pathsep.join(self.pythonpath + ([old] if old else []))
+        return env
+
+    def as_dict(self) -> dict:
+        return {"label": self.label, "kind": self.kind, "source": self.source, "library": self.library}
+
+
+def find_native_library(folder: Path) -> Path | None:
+    """The one ``_C_<group>.so``/``.pyd`` directly in ``folder``; TargetError when several."""
+    found = sorted(p for p in Path(folder).glob("_C_*") if p.suffix in (".so", ".pyd") and p.is_file())
+    if len(found) > 1:
+        raise TargetError(f"{folder} holds several native libraries ({', '.join(p.name for p in found)}); "
+                          "give the library file itself")
+    return found[0] if found else None
+
+
+def parse_target_arg(text: str) -> tuple[str, str]:
+    """'LABEL=PATH' -> (label, path); a bare PATH gets its folder/file name as label."""
+    if "=" in text and not text.startswith("="):
+        label, path = text.split("=", 1)
+        label = label.strip()
+    else:
+        path = text.lstrip("=")
+        label = Path(path).name or path
+    if not label or any(c in label for c in "/\\ \t"):
+        raise TargetError(f"'{text}': the label before '=' must be a short name without spaces or slashes")
+    return label, path
+
+
+def resolve_target(label: str, path: str | None, scratch: Path) -> BuildTarget:
+    """Turn LABEL=PATH into a :class:`BuildTarget`; wheels are unpacked under ``scratch/label``."""
+    if path is None:
+        return BuildTarget(label=label, kind="installed")
+    p = Path(path).expanduser().resolve()
+    if not p.exists():
+        raise TargetError(f"{label}={path}: no such file or folder")
+    if p.is_file() and p.suffix == ".whl":
+        dest = Path(scratch) / label
+        if dest.exists():
+            import shutil
+
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        with zipfile.ZipFile(p) as zf:
+            zf.extractall(dest)
+        if not (dest / "flash_attn" / "__init__.py").is_file():
+            raise TargetError(f"{label}={path}: the wheel holds no flash_attn package")
+        lib = find_native_library(dest / "flash_attn")
+        return BuildTarget(label, "wheel", str(p), str(lib) if lib else None, [str(dest)])
+    if p.is_file():
+        if not (p.name.startswith("_C_") and p.suffix in (".so", ".pyd")):
+            raise TargetError(f"{label}={path}: a file must be a _C_<group>.so/.pyd library or a .whl")
+        return BuildTarget(label, "library", str(p), str(p), [str(REPO_ROOT)])
+    if (p / "flash_attn" / "__init__.py").is_file():
+        lib = find_native_library(p / "flash_attn")
+        return BuildTarget(label, "install_dir", str(p), str(lib) if lib else None, [str(p)])
+    if p.name == "flash_attn" and (p / "__init__.py").is_file():
+        lib = find_native_library(p)
+        return BuildTarget(label, "install_dir", str(p), str(lib) if lib else None, [str(p.parent)])
+    lib = find_native_library(p)
+    if lib is not None:
+        return BuildTarget(label, "library", str(p), str(lib), [str(REPO_ROOT)])
+    raise TargetError(
+        f"{label}={path}: found neither a _C_<group>.so (a CMake build directory) nor a flash_attn/ package "
+        "(an install folder) there"
+    )
+
+
+def resolve_targets(args: list[str] | None, scratch: Path) -> list[BuildTarget]:
+    """All --build arguments resolved; [installed] when none. Labels must be unique."""
+    if not args:
+        return [resolve_target("installed", None, scratch)]
+    targets = [resolve_target(*parse_target_arg(a), scratch) for a in args]
+    labels = [t.label for t in targets]
+    dupes = sorted({x for x in labels if labels.count(x) > 1})
+    if dupes:
+        raise TargetError(f"duplicate build labels: {', '.join(dupes)}")
+    return targets
+
+
+def read_build_info_near(library: str | None) -> dict | None:
+    """build_info_<group>.json beside a native library, parsed; None when absent or unreadable."""
+    if not library:
+        return None
+    lib = Path(library)
+    group = lib.name[len("_C_"):].split(".", 1)[0]
+    path = lib.with_name(f"build_info_{group}.json")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
