@@ -1,0 +1,266 @@
+"""Build info: the JSON written beside the native library, and what can be read out of it.
+
+A build writes ``flash_attn/build_info_<group>.json`` next to ``flash_attn/_C_<group>.so``
+(``.pyd`` on Windows), for example::
+
+    {"version": "2.9.2.post1", "group": "legacy", "archs": [80, 89, 90],
+     "sass": ["sm_80", "sm_89", "sm_90"], "ptx_arch": 90,
+     "cuda_version": "13.0.88", "torch_version": "2.14.1+cu130", "torch_cuda_version": "13.0",
+     "cxx11_abi": true, "kernel_set": "dev",
+     "kernels": [{"kind": "fwd", "dtype": "fp16", "head_dim": 64, "causal": false}, ...],
+     ...}
+
+Everything here is pure (dicts in, values out) so it can be tested without a GPU or a build.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ._errors import LibraryLoadError
+
+__all__ = [
+    "REQUIRED_KEYS",
+    "KERNEL_HEAD_DIMS",
+    "KernelKey",
+    "SassTarget",
+    "parse",
+    "read",
+    "kernel_head_dim",
+    "dtype_name",
+    "kernel_set",
+    "describe_kernels",
+    "sass_targets",
+    "ptx_capability",
+    "public_version",
+    "cuda_major",
+    "cuda_tag",
+    "local_label",
+]
+
+# Keys the runtime relies on; a build info without them is refused with a clear message.
+REQUIRED_KEYS: tuple[str, ...] = (
+    "version",
+    "group",
+    "sass",
+    "ptx_arch",
+    "cuda_version",
+    "torch_version",
+    "torch_cuda_version",
+    "kernel_set",
+    "kernels",
+)
+
+# Head dims upstream instantiates its kernels for; a call runs the smallest one >= its head dim.
+KERNEL_HEAD_DIMS: tuple[int, ...] = (32, 64, 96, 128, 192, 256)
+
+KERNEL_KINDS: tuple[str, ...] = ("fwd", "fwd_split", "bwd")
+KERNEL_DTYPES: tuple[str, ...] = ("fp16", "bf16")
+
+
+class KernelKey(NamedTuple):
+    """One instantiation unit: kind (fwd | fwd_split | bwd), dtype (fp16 | bf16), head dim, causal."""
+
+    kind: str
+    dtype: str
+    head_dim: int
+    causal: bool
+
+
+class SassTarget(NamedTuple):
+    """A SASS target such as ``sm_80`` (variant ""), ``sm_90a`` ("a") or ``sm_100f`` ("f")."""
+
+    major: int
+    minor: int
+    variant: str
+
+    def __str__(self) -> str:
+        return f"sm_{self.major}{self.minor}{self.variant}"
+
+
+def parse(data: Mapping[str, Any] | str, source: str = "build info") -> dict[str, Any]:
+    """Validate a build info (JSON text or an already decoded dict) and return it as a dict.
+
+    Raises:
+        LibraryLoadError: the text is not JSON, or a required key is missing or has the wrong
+            type. ``source`` (usually the file name) is named in the message.
+    """
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise LibraryLoadError(f"{source} is not valid JSON ({exc}); rebuild or reinstall flash_attn") from None
+    if not isinstance(data, Mapping):
+        raise LibraryLoadError(f"{source} must hold a JSON object, not {type(data).__name__}")
+    info = dict(data)
+    missing = [key for key in REQUIRED_KEYS if key not in info]
+    if missing:
+        raise LibraryLoadError(
+            f"{source} lacks {', '.join(missing)}; it was written by an older or foreign build: "
+            "rebuild (`nox -s dev` or `pip install .`) or reinstall the wheel"
+        )
+    problems = []
+    if not isinstance(info["group"], str) or not info["group"]:
+        problems.append("'group' must be a non-empty string")
+    if not isinstance(info["sass"], list) or not all(isinstance(s, str) for s in info["sass"]):
+        problems.append("'sass' must be a list of strings such as \"sm_80\"")
+    else:
+        for target in info["sass"]:
+            if _SASS_RE.fullmatch(target) is None:
+                problems.append(f"'sass' entry {target!r} is not of the form sm_<major><minor>[a|f]")
+    if info["ptx_arch"] is not None and (not isinstance(info["ptx_arch"], int) or isinstance(info["ptx_arch"], bool)):
+        problems.append("'ptx_arch' must be an integer such as 90, or null")
+    if not isinstance(info["kernels"], list):
+        problems.append("'kernels' must be a list")
+    else:
+        for entry in info["kernels"]:
+            if not _valid_kernel_entry(entry):
+                problems.append(
+                    f'\'kernels\' entry {entry!r} must be {{"kind": fwd|fwd_split|bwd, "dtype": fp16|bf16, '
+                    '"head_dim": int, "causal": bool}'
+                )
+                break
+    for key in ("version", "torch_version", "torch_cuda_version", "cuda_version", "kernel_set"):
+        if not isinstance(info[key], str):
+            problems.append(f"'{key}' must be a string")
+    if problems:
+        raise LibraryLoadError(f"{source} is malformed: " + "; ".join(problems))
+    return info
+
+
+def read(path: str | Path) -> dict[str, Any]:
+    """Read and validate a build info JSON file.
+
+    Raises:
+        LibraryLoadError: the file cannot be read or is malformed (see :func:`parse`).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LibraryLoadError(f"cannot read build info {path}: {exc}; reinstall flash_attn or rebuild it") from None
+    return parse(text, source=str(path))
+
+
+def _valid_kernel_entry(entry: Any) -> bool:
+    return (
+        isinstance(entry, Mapping)
+        and entry.get("kind") in KERNEL_KINDS
+        and entry.get("dtype") in KERNEL_DTYPES
+        and isinstance(entry.get("head_dim"), int)
+        and isinstance(entry.get("causal"), bool)
+    )
+
+
+def kernel_head_dim(head_dim: int) -> int:
+    """Head dim of the kernels that serve ``head_dim`` (32, 64, 96, 128, 192 or 256); 0 if > 256 or < 1."""
+    if head_dim < 1:
+        return 0
+    for candidate in KERNEL_HEAD_DIMS:
+        if head_dim <= candidate:
+            return candidate
+    return 0
+
+
+_DTYPE_NAMES = {"torch.float16": "fp16", "torch.bfloat16": "bf16"}
+
+
+def dtype_name(dtype: Any) -> str | None:
+    """``"fp16"`` for torch.float16, ``"bf16"`` for torch.bfloat16, None for every other dtype."""
+    return _DTYPE_NAMES.get(str(dtype))
+
+
+def kernel_set(info: Mapping[str, Any]) -> frozenset[KernelKey]:
+    """The instantiation units the library holds, as a frozenset of :class:`KernelKey`."""
+    return frozenset(
+        KernelKey(entry["kind"], entry["dtype"], int(entry["head_dim"]), bool(entry["causal"]))
+        for entry in info.get("kernels", ())
+    )
+
+
+def describe_kernels(keys: Iterable[KernelKey]) -> str:
+    """Short human description of a kernel set, e.g. ``fwd: fp16 hd64,128 (causal+non-causal); ...``."""
+    keys = list(keys)
+    if not keys:
+        return "no kernels"
+    parts = []
+    for kind in KERNEL_KINDS:
+        for dtype in KERNEL_DTYPES:
+            entries = [key for key in keys if key.kind == kind and key.dtype == dtype]
+            if not entries:
+                continue
+            dims = sorted({key.head_dim for key in entries})
+            causal = {key.causal for key in entries}
+            if causal == {True, False}:
+                mode = "causal+non-causal"
+            else:
+                mode = "causal only" if True in causal else "non-causal only"
+            parts.append(f"{kind} {dtype} hd{','.join(str(d) for d in dims)} ({mode})")
+    return "; ".join(parts)
+
+
+_SASS_RE = re.compile(r"sm_(\d+)([af]?)")
+
+
+def _split_arch(value: int) -> tuple[int, int]:
+    """90 -> (9, 0); 121 -> (12, 1): the last digit is the minor version, as in ``sm_121``."""
+    return value // 10, value % 10
+
+
+def sass_targets(info: Mapping[str, Any]) -> list[SassTarget]:
+    """The SASS targets of the build, parsed from ``info["sass"]`` (``"sm_80"`` -> ``SassTarget(8, 0, "")``)."""
+    targets = []
+    for text in info.get("sass", ()):
+        match = _SASS_RE.fullmatch(text)
+        if match is None:
+            continue
+        major, minor = _split_arch(int(match.group(1)))
+        targets.append(SassTarget(major, minor, match.group(2)))
+    return targets
+
+
+def ptx_capability(info: Mapping[str, Any]) -> tuple[int, int] | None:
+    """Compute capability of the embedded PTX (``ptx_arch`` 90 -> (9, 0)), or None without PTX."""
+    value = info.get("ptx_arch")
+    if value is None or isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return _split_arch(value)
+
+
+def public_version(version: str) -> str:
+    """The version without its local label: ``"2.14.1+cu130"`` -> ``"2.14.1"``."""
+    return version.split("+", 1)[0].strip()
+
+
+def cuda_major(version: str | None) -> int | None:
+    """Major of a CUDA version string (``"13.0.88"`` -> 13); None if absent or unparsable."""
+    if not version:
+        return None
+    head = version.strip().split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def cuda_tag(version: str | None) -> str | None:
+    """``"13.0.88"`` -> ``"cu130"``, the tag used in torch's and our local version labels."""
+    if not version:
+        return None
+    parts = version.strip().split(".")
+    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None
+    return f"cu{int(parts[0])}{int(parts[1])}"
+
+
+def local_label(info: Mapping[str, Any], group: str | None = None) -> str:
+    """Local version label of the wheel this build info describes, for ``group`` (default: its own).
+
+    ``cu<CUDA major><minor>torch<torch version>cxx11abi<true|false>.<group>``, lowercase, e.g.
+    ``cu130torch2.14.1cxx11abitrue.legacy``.
+    """
+    group = group or info["group"]
+    cuda = cuda_tag(info.get("cuda_version")) or cuda_tag(info.get("torch_cuda_version")) or "cu"
+    abi = str(bool(info.get("cxx11_abi", True))).lower()
+    return f"{cuda}torch{public_version(info['torch_version'])}cxx11abi{abi}.{group}".lower()

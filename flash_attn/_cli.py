@@ -1,0 +1,237 @@
+"""``python -m flash_attn``: print the build info and whether this wheel can run here.
+
+Exit codes:
+    0  the library is loaded, and every visible GPU can run it (or no GPU is visible, so nothing
+       could be checked; the output says so);
+    1  the library cannot run here: torch mismatch, load failure, or a visible GPU this wheel's
+       arch group does not cover (the output names the wheel to install);
+    2  no native library: a source checkout that was never built (``nox -s dev`` or ``pip install .``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from . import _build_info, _compat, _loader
+
+__all__ = ["EXIT_OK", "EXIT_CANNOT_RUN", "EXIT_NOT_BUILT", "collect", "render_plain", "main"]
+
+EXIT_OK = 0
+EXIT_CANNOT_RUN = 1
+EXIT_NOT_BUILT = 2
+
+_FIELD_ORDER = (
+    "version",
+    "group",
+    "archs",
+    "sass",
+    "ptx_arch",
+    "cuda_version",
+    "torch_version",
+    "torch_cuda_version",
+    "cxx11_abi",
+    "kernel_set",
+    "kernels",
+    "deltas",
+    "upstream",
+    "compilers",
+    "fatbin_compression",
+)
+
+
+def _format_value(key: str, value: Any) -> str:
+    if key == "kernels" and isinstance(value, list):
+        try:
+            keys = _build_info.kernel_set({"kernels": value})
+        except (KeyError, TypeError, ValueError):
+            return f"{len(value)} units"
+        return f"{len(value)} units: {_build_info.describe_kernels(keys)}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_format_value(k, v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def build_info_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, text) rows of a build info, known fields first."""
+    keys = [k for k in _FIELD_ORDER if k in info] + [k for k in info if k not in _FIELD_ORDER]
+    return [(key, _format_value(key, info[key])) for key in keys]
+
+
+def _probe_gpus() -> tuple[list[tuple[int, str, tuple[int, int]]], str | None]:
+    """Visible CUDA devices as (index, name, capability), and an error text if probing failed."""
+    try:
+        if not torch.cuda.is_available():
+            return [], None
+        devices = []
+        for index in range(torch.cuda.device_count()):
+            devices.append((index, torch.cuda.get_device_name(index), tuple(torch.cuda.get_device_capability(index))))
+        return devices, None
+    except Exception as exc:  # a broken driver must not hide the build info
+        return [], f"probing CUDA devices failed: {exc}"
+
+
+def collect(
+    state: _loader.LibraryState | None = None, gpus: Sequence[tuple[int, str, tuple[int, int]]] | None = None
+) -> dict[str, Any]:
+    """Gather the report :func:`main` prints, as a JSON-serializable dict with an ``exit_code``.
+
+    Args:
+        state: the loader state (default: the live one).
+        gpus: visible devices as ``(index, name, (major, minor))`` (default: probed with torch.cuda).
+    """
+    state = state or _loader.STATE
+    gpu_error = None
+    if gpus is None:
+        gpus, gpu_error = _probe_gpus()
+    report: dict[str, Any] = {
+        "flash_attn": state.dist_version,
+        "status": state.status,
+        "library": str(state.library) if state.library else None,
+        "build_info_path": str(state.build_info_path) if state.build_info_path else None,
+        "error": str(state.error) if state.error else None,
+        "build_info": state.build_info,
+        "torch": {
+            "version": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cxx11_abi": bool(torch.compiled_with_cxx11_abi()),
+        },
+        "gpus": [],
+        "gpu_error": gpu_error,
+    }
+    for index, name, capability in gpus:
+        entry: dict[str, Any] = {"index": index, "name": name, "capability": f"{capability[0]}.{capability[1]}"}
+        if state.build_info is not None:
+            verdict = _compat.check_device(
+                state.build_info, capability, name, device_index=index, dist_version=state.dist_version
+            )
+            entry.update(ok=verdict.ok, route=verdict.route, target=verdict.target, message=verdict.message)
+        else:
+            entry.update(ok=None, route=None, target=None, message="no build info to compare with")
+        report["gpus"].append(entry)
+
+    if state.status == "not_built":
+        code, summary = EXIT_NOT_BUILT, "not built: no native library, so no kernel can run (see above to build it)"
+    elif state.status != "ready":
+        code, summary = EXIT_CANNOT_RUN, "cannot run: the native library is not usable (see the error above)"
+    elif any(gpu["ok"] is False for gpu in report["gpus"]):
+        code, summary = EXIT_CANNOT_RUN, "cannot run on every visible GPU (see the GPU lines above)"
+    elif not report["gpus"]:
+        code = EXIT_OK
+        summary = "library loaded; no CUDA device is visible, so whether this wheel runs on your GPU was not checked"
+        if gpu_error:
+            summary += f" ({gpu_error})"
+    else:
+        code, summary = EXIT_OK, "this wheel can run on every visible GPU"
+    report["exit_code"] = code
+    report["summary"] = summary
+    return report
+
+
+def render_plain(report: dict[str, Any]) -> str:
+    """The report as plain text."""
+    lines = [f"flash_attn {report['flash_attn']}", f"  status        {report['status']}"]
+    if report["library"]:
+        lines.append(f"  library       {report['library']}")
+    if report["error"]:
+        lines.append(f"  error         {report['error']}")
+    info = report["build_info"]
+    if info is not None:
+        lines.append("build info")
+        rows = build_info_rows(info)
+        width = max(len(key) for key, _ in rows)
+        lines += [f"  {key.ljust(width)}  {text}" for key, text in rows]
+    torch_info = report["torch"]
+    lines.append("running")
+    lines.append(
+        f"  torch {torch_info['version']}, CUDA {torch_info['cuda'] or 'none'}, "
+        f"C++11 ABI {str(torch_info['cxx11_abi']).lower()}"
+    )
+    lines.append("GPUs")
+    if not report["gpus"]:
+        lines.append("  none visible" + (f" ({report['gpu_error']})" if report["gpu_error"] else ""))
+    for gpu in report["gpus"]:
+        verdict = {True: "OK", False: "CANNOT RUN", None: "?"}[gpu["ok"]]
+        lines.append(
+            f"  {gpu['index']}  {gpu['name']}  (compute capability {gpu['capability']})  {verdict}: {gpu['message']}"
+        )
+    lines.append(f"result: {report['summary']}")
+    return "\n".join(lines)
+
+
+def _render_rich(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    def styled(text: Any, style: str) -> str:
+        return f"[{style}]{escape(str(text))}[/]"
+
+    console = Console()
+    status_style = {"ready": "green", "not_built": "yellow"}.get(report["status"], "red")
+    console.print(
+        f"[bold]flash_attn {escape(str(report['flash_attn']))}[/]  status: {styled(report['status'], status_style)}"
+    )
+    if report["library"]:
+        console.print(f"library: {escape(report['library'])}")
+    if report["error"]:
+        console.print(styled(report["error"], status_style))
+    if report["build_info"] is not None:
+        table = Table(title="build info", show_header=False)
+        table.add_column("field", style="bold")
+        table.add_column("value", overflow="fold")
+        for key, text in build_info_rows(report["build_info"]):
+            table.add_row(escape(key), escape(text))
+        console.print(table)
+    torch_info = report["torch"]
+    console.print(
+        escape(
+            f"running torch {torch_info['version']}, CUDA {torch_info['cuda'] or 'none'}, "
+            f"C++11 ABI {str(torch_info['cxx11_abi']).lower()}"
+        )
+    )
+    if report["gpus"]:
+        gpus = Table(title="GPUs")
+        for column in ("index", "name", "capability", "verdict", "how / why"):
+            gpus.add_column(column, overflow="fold")
+        for gpu in report["gpus"]:
+            verdict = {True: "[green]OK[/]", False: "[red]CANNOT RUN[/]", None: "?"}[gpu["ok"]]
+            cells = (str(gpu["index"]), gpu["name"], gpu["capability"], gpu["message"])
+            index, name, capability, message = (escape(str(cell)) for cell in cells)
+            gpus.add_row(index, name, capability, verdict, message)
+        console.print(gpus)
+    else:
+        console.print(escape("GPUs: none visible" + (f" ({report['gpu_error']})" if report["gpu_error"] else "")))
+    style = {EXIT_OK: "green", EXIT_NOT_BUILT: "yellow"}.get(report["exit_code"], "red")
+    console.print(styled(f"result: {report['summary']}", style))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m flash_attn``; returns the exit code (see the module doc)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m flash_attn",
+        description="Print flash_attn's build info and whether this wheel can run on the visible GPUs.",
+        epilog="exit codes: 0 runs here (or no GPU to check), 1 cannot run here, 2 no native library built",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--plain", action="store_true", help="plain text even when rich is installed")
+    args = parser.parse_args(argv)
+    report = collect()
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    elif args.plain:
+        print(render_plain(report))
+    else:
+        try:
+            _render_rich(report)
+        except ImportError:
+            print(render_plain(report))
+    return report["exit_code"]

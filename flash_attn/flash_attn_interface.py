@@ -1,0 +1,728 @@
+"""Public attention functions: the API of upstream FlashAttention-2 2.8.3, over this wheel's operators.
+
+The kernels are upstream FlashAttention-2's, compiled into ``flash_attn/_C_<group>`` and called
+as ``torch.ops.flash_attn.*``. Names, signatures, defaults and return values match upstream
+2.8.3, so ``from flash_attn import flash_attn_func`` keeps working.
+
+Conventions shared by every function here:
+
+* Named dimensions: ``B`` batch, ``Sq``/``Sk`` query/key sequence length, ``H`` query heads,
+  ``Hk`` key/value heads, ``D`` head dim, ``Tq``/``Tk`` total query/key tokens of a
+  variable-length batch.
+* q, k, v: ``torch.float16`` or ``torch.bfloat16`` (one dtype for all), on one CUDA device.
+  ``D <= 256``; a ``D`` that is not a multiple of 8 is zero-padded internally and the result
+  sliced back (exact, at the cost of a copy).
+* MQA/GQA: ``H`` must be a multiple of ``Hk``; query head ``h`` uses key/value head
+  ``h // (H // Hk)``.
+* ``softmax_scale`` multiplies ``q @ k^T`` before the softmax (unitless); None means
+  ``1 / sqrt(D)`` with the caller's ``D``.
+* ``causal`` masks key ``j`` for query ``i`` when ``j > i + Sk - Sq``: the mask is aligned to the
+  bottom-right corner of the ``Sq x Sk`` score matrix, so the last query sees every key. A query
+  that sees no key gets an output of 0.
+* ``window_size = (left, right)``, in tokens: query ``i`` attends key ``j`` only when
+  ``i + Sk - Sq - left <= j <= i + Sk - Sq + right``; -1 leaves that side unbounded.
+* ``softcap > 0`` replaces each scaled score ``s`` by ``softcap * tanh(s / softcap)``.
+* ``alibi_slopes``: fp32 ``(H,)`` or ``(B, H)``; adds ``-slope * |i + Sk - Sq - j|`` to the score
+  of query ``i`` and key ``j``.
+* The LSE (``softmax_lse``) is fp32, the natural-log log-sum-exp of each row of scaled scores.
+
+Errors (all subclass ``flash_attn.FlashAttnError``, a ``RuntimeError``), raised in Python before
+any kernel runs:
+
+* ``InputError`` (also a ``ValueError``): an argument has the wrong device (CPU/meta), dtype
+  (fp32, mixed), shape, stride or value; the message names it and the expected shape.
+* ``KernelNotBuiltError``: the build's kernel set lacks the head dim/dtype/causal unit the call
+  needs (forward at the call, backward at ``.backward()``).
+* ``LibraryNotBuiltError``: no native library (a source checkout): build with ``nox -s dev`` or
+  ``pip install .``.
+* ``TorchMismatchError``: the running torch (release, CUDA major, C++ ABI) is not the one the
+  wheel was built against; the message names both.
+* ``UnsupportedGPUError``: the GPU's compute capability is not covered by this wheel's arch
+  group; the message names the GPU and the wheel to install (``.legacy`` or ``.blackwell``).
+* ``LibraryLoadError``: the native library or its build info is broken or failed to load.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from . import _checks, _loader, _ops
+from ._autograd import FlashAttnFunc, FlashAttnVarlenFunc
+
+__all__ = [
+    "flash_attn_func",
+    "flash_attn_qkvpacked_func",
+    "flash_attn_kvpacked_func",
+    "flash_attn_varlen_func",
+    "flash_attn_varlen_qkvpacked_func",
+    "flash_attn_varlen_kvpacked_func",
+    "flash_attn_with_kvcache",
+]
+
+
+def _device_index(t: torch.Tensor) -> int:
+    index = t.device.index
+    return -1 if index is None else index
+
+
+def _distinct(*tensors):
+    """Replace repeated tensor objects by views of them.
+
+    ``torch.compile`` cannot trace an autograd.Function that receives one tensor twice (e.g.
+    ``cu_seqlens`` as both ``cu_seqlens_q`` and ``cu_seqlens_k``, or ``q`` passed as ``k``); a view
+    is a distinct tensor with the same data, and gradients still flow to the original.
+    """
+    result = []
+    for t in tensors:
+        if t is not None and any(t is seen for seen in result):
+            t = t.view_as(t)
+        result.append(t)
+    return result
+
+
+def _to_head_dim(x: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """Zero-pad the last dim of ``x`` to ``head_dim``; otherwise make its last dim contiguous."""
+    if x.shape[-1] != head_dim:
+        return F.pad(x, [0, head_dim - x.shape[-1]])
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def _attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    dropout_p: float,
+    softmax_scale: float | None,
+    causal: bool,
+    window_size: tuple[int, int],
+    softcap: float,
+    alibi_slopes: torch.Tensor | None,
+    deterministic: bool,
+    return_attn_probs: bool,
+):
+    window_left, window_right = _checks.check_options(dropout_p, softmax_scale, window_size, softcap)
+    _checks.check_qkv(q, k, v)
+    batch, seqlen_q, heads, head_dim = q.shape
+    _checks.check_alibi(alibi_slopes, q, batch, heads)
+    _loader.require_ready(_device_index(q))
+    padded = _checks.padded_head_dim(head_dim)
+    causal_kernel = _checks.kernel_causal(
+        bool(causal), window_left, window_right, seqlen_q, k.shape[1], alibi_slopes is not None
+    )
+    split = "maybe" if dropout_p == 0 else "never"
+    _checks.require_kernels(_checks.fwd_kernel_keys(q.dtype, padded, causal_kernel, split))
+    if softmax_scale is None:
+        softmax_scale = _checks.default_scale(head_dim)
+    q, k, v = _distinct(*[_to_head_dim(x, padded) for x in (q, k, v)])
+    out, softmax_lse, s_dmask = FlashAttnFunc.apply(
+        q,
+        k,
+        v,
+        alibi_slopes,
+        dropout_p,
+        softmax_scale,
+        bool(causal),
+        window_left,
+        window_right,
+        softcap,
+        bool(deterministic),
+        bool(return_attn_probs) and dropout_p > 0,
+    )
+    if padded != head_dim:
+        out = out[..., :head_dim]
+    return (out, softmax_lse, s_dmask) if return_attn_probs else out
+
+
+def _varlen_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    dropout_p: float,
+    softmax_scale: float | None,
+    causal: bool,
+    window_size: tuple[int, int],
+    softcap: float,
+    alibi_slopes: torch.Tensor | None,
+    deterministic: bool,
+    return_attn_probs: bool,
+    block_table: torch.Tensor | None,
+):
+    window_left, window_right = _checks.check_options(dropout_p, softmax_scale, window_size, softcap)
+    batch = _checks.check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, block_table)
+    _, heads, head_dim = q.shape
+    heads_k = k.shape[-2]
+    _checks.check_alibi(alibi_slopes, q, batch, heads)
+    _loader.require_ready(_device_index(q))
+    padded = _checks.padded_head_dim(head_dim)
+    has_alibi = alibi_slopes is not None
+    causal_kernel = _checks.kernel_causal(
+        bool(causal), window_left, window_right, max_seqlen_q, max_seqlen_k, has_alibi
+    )
+    if block_table is not None:
+        split = "always"
+    else:
+        # upstream splits KV only for single-query decoding with GQA ("seqlenq_ngroups_swapped")
+        causal_effective = bool(causal) and not (max_seqlen_q == 1 and not has_alibi)
+        right = 0 if causal_effective else window_right
+        decoding = max_seqlen_q == 1 and heads > heads_k and window_left < 0 and right < 0
+        split = "maybe" if decoding and dropout_p == 0 and not has_alibi else "never"
+    _checks.require_kernels(_checks.fwd_kernel_keys(q.dtype, padded, causal_kernel, split))
+    if softmax_scale is None:
+        softmax_scale = _checks.default_scale(head_dim)
+    q, k, v, cu_seqlens_q, cu_seqlens_k = _distinct(
+        *[_to_head_dim(x, padded) for x in (q, k, v)], cu_seqlens_q, cu_seqlens_k
+    )
+    out, softmax_lse, s_dmask = FlashAttnVarlenFunc.apply(
+        q,
+        k,
+        v,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        block_table,
+        alibi_slopes,
+        max_seqlen_q,
+        max_seqlen_k,
+        dropout_p,
+        softmax_scale,
+        bool(causal),
+        window_left,
+        window_right,
+        softcap,
+        bool(deterministic),
+        bool(return_attn_probs) and dropout_p > 0,
+    )
+    if padded != head_dim:
+        out = out[..., :head_dim]
+    return (out, softmax_lse, s_dmask) if return_attn_probs else out
+
+
+def flash_attn_qkvpacked_func(
+    qkv,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),  # -1: unbounded on that side
+    softcap=0.0,  # 0.0: no soft-capping
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """Self-attention over a padded batch whose q, k and v are stacked in one tensor (FlashAttention-2 kernels).
+
+    Same as ``flash_attn_func(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], ...)``; the gradient
+    arrives as one tensor shaped like ``qkv``. Self-attention means ``Sk == Sq`` and ``Hk == H``.
+
+    Args:
+        qkv: ``(B, S, 3, H, D)``, torch.float16 or torch.bfloat16, CUDA; ``D <= 256``.
+        dropout_p: probability of dropping each attention weight, in [0, 1); use 0.0 for evaluation.
+        softmax_scale: factor (unitless) multiplying ``q @ k^T`` before the softmax; None means ``1 / sqrt(D)``.
+        causal: mask keys after the query's position (bottom-right aligned; here ``Sq == Sk``, so plain causal).
+        window_size: ``(left, right)`` in tokens; query ``i`` attends keys ``i - left .. i + right``; -1 = unbounded.
+        softcap: when > 0, each scaled score ``s`` becomes ``softcap * tanh(s / softcap)``; 0.0 disables it.
+        alibi_slopes: fp32 ``(H,)`` or ``(B, H)``; adds ``-slope * |i - j|`` to the score of query ``i``, key ``j``.
+        deterministic: use the deterministic backward (slower, more memory); the forward is always deterministic.
+        return_attn_probs: also return the LSE and the attention probabilities (for testing).
+
+    Returns:
+        ``out`` ``(B, S, H, D)`` in qkv's dtype; with ``return_attn_probs=True`` the tuple
+        ``(out, softmax_lse, S_dmask)``: ``softmax_lse`` fp32 ``(B, H, S)`` (natural log);
+        ``S_dmask`` ``(B, H, round_up(S, 128), round_up(S, 128))`` holding the probabilities with
+        dropped entries negated when ``dropout_p > 0``, else an empty ``(0,)`` tensor.
+
+    Raises:
+        InputError: qkv is not ``(B, S, 3, H, D)``, not fp16/bf16 (fp32 included), not on CUDA, ``D > 256``,
+            or an option is out of range (see the module documentation).
+        KernelNotBuiltError: this build's kernel set lacks the head dim/dtype/causal combination.
+        LibraryNotBuiltError: no native library (source checkout): build with ``nox -s dev`` or ``pip install .``.
+        TorchMismatchError: the running torch is not the one this wheel was built against.
+        UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
+        LibraryLoadError: the native library or its build info is broken.
+    """
+    _checks.check_packed("qkv", qkv, 5, 3, "(B, S, 3, H, D)")
+    q, k, v = qkv.unbind(dim=2)
+    return _attention(
+        q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic, return_attn_probs
+    )
+
+
+def flash_attn_kvpacked_func(
+    q,
+    kv,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),  # -1: unbounded on that side
+    softcap=0.0,  # 0.0: no soft-capping
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """Attention over a padded batch whose k and v are stacked in one tensor (FlashAttention-2 kernels).
+
+    Same as ``flash_attn_func(q, kv[:, :, 0], kv[:, :, 1], ...)``; the gradient of k and v
+    arrives as one tensor shaped like ``kv``. Supports MQA/GQA (``Hk`` dividing ``H``).
+
+    Args:
+        q: ``(B, Sq, H, D)``, torch.float16 or torch.bfloat16, CUDA; ``D <= 256``.
+        kv: ``(B, Sk, 2, Hk, D)``, q's dtype and device; ``H`` a multiple of ``Hk``.
+        dropout_p: probability of dropping each attention weight, in [0, 1); use 0.0 for evaluation.
+        softmax_scale: factor (unitless) multiplying ``q @ k^T`` before the softmax; None means ``1 / sqrt(D)``.
+        causal: mask key ``j`` for query ``i`` when ``j > i + Sk - Sq`` (bottom-right aligned).
+        window_size: ``(left, right)`` in tokens; query ``i`` attends keys
+            ``i + Sk - Sq - left .. i + Sk - Sq + right``; -1 = unbounded.
+        softcap: when > 0, each scaled score ``s`` becomes ``softcap * tanh(s / softcap)``; 0.0 disables it.
+        alibi_slopes: fp32 ``(H,)`` or ``(B, H)``; adds ``-slope * |i + Sk - Sq - j|`` to the score.
+        deterministic: use the deterministic backward (slower, more memory); the forward is always deterministic.
+        return_attn_probs: also return the LSE and the attention probabilities (for testing).
+
+    Returns:
+        ``out`` ``(B, Sq, H, D)`` in q's dtype; with ``return_attn_probs=True`` the tuple
+        ``(out, softmax_lse, S_dmask)``: ``softmax_lse`` fp32 ``(B, H, Sq)`` (natural log);
+        ``S_dmask`` ``(B, H, round_up(Sq, 128), round_up(Sk, 128))`` with dropped entries negated
+        when ``dropout_p > 0``, else an empty ``(0,)`` tensor.
+
+    Raises:
+        InputError: wrong device (CPU/meta), dtype (fp32, mixed), shape, ``D > 256``, ``H`` not a multiple
+            of ``Hk``, or an option out of range.
+        KernelNotBuiltError: this build's kernel set lacks the head dim/dtype/causal combination.
+        LibraryNotBuiltError: no native library (source checkout): build with ``nox -s dev`` or ``pip install .``.
+        TorchMismatchError: the running torch is not the one this wheel was built against.
+        UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
+        LibraryLoadError: the native library or its build info is broken.
+    """
+    _checks.check_packed("kv", kv, 5, 2, "(B, Sk, 2, Hk, D)")
+    k, v = kv.unbind(dim=2)
+    return _attention(
+        q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic, return_attn_probs
+    )
+
+
+def flash_attn_func(
+    q,
+    k,
+    v,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),  # -1: unbounded on that side
+    softcap=0.0,  # 0.0: no soft-capping
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """Scaled dot-product attention over a padded batch, computed by FlashAttention-2 kernels.
+
+    ``out = softmax(softmax_scale * q @ k^T + bias, masked) @ v`` per batch element and head,
+    without materializing the ``Sq x Sk`` matrix. Differentiable with respect to q, k and v
+    (``torch.compile(fullgraph=True)`` traces it, backward included). Supports MQA/GQA.
+
+    Args:
+        q: ``(B, Sq, H, D)``, torch.float16 or torch.bfloat16, CUDA; ``D <= 256``.
+        k: ``(B, Sk, Hk, D)``, q's dtype and device; ``H`` a multiple of ``Hk``.
+        v: ``(B, Sk, Hk, D)``, like k.
+        dropout_p: probability of dropping each attention weight, in [0, 1); use 0.0 for evaluation.
+        softmax_scale: factor (unitless) multiplying ``q @ k^T`` before the softmax; None means ``1 / sqrt(D)``.
+        causal: mask key ``j`` for query ``i`` when ``j > i + Sk - Sq`` (bottom-right aligned).
+        window_size: ``(left, right)`` in tokens; query ``i`` attends keys
+            ``i + Sk - Sq - left .. i + Sk - Sq + right``; -1 = unbounded; ``(-1, -1)`` is full attention.
+        softcap: when > 0, each scaled score ``s`` becomes ``softcap * tanh(s / softcap)``; 0.0 disables it.
+        alibi_slopes: fp32 ``(H,)`` or ``(B, H)``; adds ``-slope * |i + Sk - Sq - j|`` to the score.
+        deterministic: use the deterministic backward (slower, more memory); the forward is always deterministic.
+        return_attn_probs: also return the LSE and the attention probabilities (for testing).
+
+    Returns:
+        ``out`` ``(B, Sq, H, D)`` in q's dtype; with ``return_attn_probs=True`` the tuple
+        ``(out, softmax_lse, S_dmask)``: ``softmax_lse`` fp32 ``(B, H, Sq)`` (natural log);
+        ``S_dmask`` ``(B, H, round_up(Sq, 128), round_up(Sk, 128))`` with dropped entries negated
+        when ``dropout_p > 0``, else an empty ``(0,)`` tensor (as upstream).
+
+    Raises:
+        InputError: wrong device (CPU/meta), dtype (fp32, mixed), shape, ``D > 256``, ``H`` not a multiple
+            of ``Hk``, bad alibi_slopes, or an option out of range.
+        KernelNotBuiltError: this build's kernel set lacks the head dim/dtype/causal combination (the backward
+            one is checked at ``.backward()``).
+        LibraryNotBuiltError: no native library (source checkout): build with ``nox -s dev`` or ``pip install .``.
+        TorchMismatchError: the running torch is not the one this wheel was built against.
+        UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
+        LibraryLoadError: the native library or its build info is broken.
+    """
+    return _attention(
+        q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic, return_attn_probs
+    )
+
+
+def flash_attn_varlen_qkvpacked_func(
+    qkv,
+    cu_seqlens,
+    max_seqlen,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),  # -1: unbounded on that side
+    softcap=0.0,  # 0.0: no soft-capping
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """Self-attention over sequences of different lengths packed in one stacked q/k/v tensor (FlashAttention-2).
+
+    The ``B`` sequences are concatenated along the token axis (no padding); sequence ``b`` is
+    tokens ``cu_seqlens[b]:cu_seqlens[b + 1]`` and attends only to itself. Same as
+    ``flash_attn_varlen_func(qkv[:, 0], qkv[:, 1], qkv[:, 2], cu_seqlens, cu_seqlens, max_seqlen,
+    max_seqlen, ...)`` with the gradient shaped like ``qkv``.
+
+    Args:
+        qkv: ``(T, 3, H, D)``, T the total number of tokens; torch.float16 or torch.bfloat16, CUDA; ``D <= 256``.
+        cu_seqlens: int32 ``(B + 1,)``, cumulative sequence lengths starting at 0 (``cu_seqlens[-1] == T``).
+        max_seqlen: int, the longest sequence length of the batch.
+        dropout_p: probability of dropping each attention weight, in [0, 1); use 0.0 for evaluation.
+        softmax_scale: factor (unitless) multiplying ``q @ k^T`` before the softmax; None means ``1 / sqrt(D)``.
+        causal: mask keys after the query's position within each sequence.
+        window_size: ``(left, right)`` in tokens; query ``i`` attends keys ``i - left .. i + right``; -1 = unbounded.
+        softcap: when > 0, each scaled score ``s`` becomes ``softcap * tanh(s / softcap)``; 0.0 disables it.
+        alibi_slopes: fp32 ``(H,)`` or ``(B, H)``; adds ``-slope * |i - j|`` to the score of query ``i``, key ``j``.
+        deterministic: use the deterministic backward (slower, more memory); the forward is always deterministic.
+        return_attn_probs: also return the LSE and the attention probabilities (for testing).
+
+    Returns:
+        ``out`` ``(T, H, D)``; with ``return_attn_probs=True`` the tuple ``(out, softmax_lse, S_dmask)``:
+        ``softmax_lse`` fp32 ``(H, T)`` (natural log); ``S_dmask``
+        ``(B, H, round_up(max_seqlen, 128), round_up(max_seqlen, 128))`` when ``dropout_p > 0``,
+        else an empty ``(0,)`` tensor.
+
+    Raises:
+        InputError: qkv is not ``(T, 3, H, D)``, cu_seqlens is not int32 ``(B + 1,)`` contiguous, wrong device or
+            dtype (fp32 included), ``D > 256``, or an option out of range.
+        KernelNotBuiltError: this build's kernel set lacks the head dim/dtype/causal combination.
+        LibraryNotBuiltError: no native library (source checkout): build with ``nox -s dev`` or ``pip install .``.
+        TorchMismatchError: the running torch is not the one this wheel was built against.
+        UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
+        LibraryLoadError: the native library or its build info is broken.
+    """
+    _checks.check_packed("qkv", qkv, 4, 3, "(T, 3, H, D)")
+    q, k, v = qkv.unbind(dim=1)
+    return _varlen_attention(
+        q,
+        k,
+        v,
+        cu_seqlens,
+        cu_seqlens,
+        max_seqlen,
+        max_seqlen,
+        dropout_p,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        alibi_slopes,
+        deterministic,
+        return_attn_probs,
+        None,
+    )
+
+
+def flash_attn_varlen_kvpacked_func(
+    q,
+    kv,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),  # -1: unbounded on that side
+    softcap=0.0,  # 0.0: no soft-capping
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """Attention over packed variable-length sequences with k and v stacked in one tensor (FlashAttention-2).
+
+    Same as ``flash_attn_varlen_func(q, kv[:, 0], kv[:, 1], ...)`` with the gradient of k and v
+    shaped like ``kv``. Supports MQA/GQA.
+
+    Args:
+        q: ``(Tq, H, D)``, Tq the total number of query tokens; torch.float16 or torch.bfloat16, CUDA; ``D <= 256``.
+        kv: ``(Tk, 2, Hk, D)``, Tk the total number of key tokens; ``H`` a multiple of ``Hk``.
+        cu_seqlens_q: int32 ``(B + 1,)``, cumulative query sequence lengths starting at 0.
+        cu_seqlens_k: int32 ``(B + 1,)``, cumulative key sequence lengths starting at 0.
+        max_seqlen_q: int, the longest query sequence of the batch.
+        max_seqlen_k: int, the longest key sequence of the batch.
+        dropout_p: probability of dropping each attention weight, in [0, 1); use 0.0 for evaluation.
+        softmax_scale: factor (unitless) multiplying ``q @ k^T`` before the softmax; None means ``1 / sqrt(D)``.
+        causal: mask key ``j`` for query ``i`` when ``j > i + Sk - Sq`` within each sequence (bottom-right aligned).
+        window_size: ``(left, right)`` in tokens; query ``i`` attends keys
+            ``i + Sk - Sq - left .. i + Sk - Sq + right``; -1 = unbounded.
+        softcap: when > 0, each scaled score ``s`` becomes ``softcap * tanh(s / softcap)``; 0.0 disables it.
+        alibi_slopes: fp32 ``(H,)`` or ``(B, H)``; adds ``-slope * |i + Sk - Sq - j|`` to the score.
+        deterministic: use the deterministic backward (slower, more memory); the forward is always deterministic.
+        return_attn_probs: also return the LSE and the attention probabilities (for testing).
+
+    Returns:
+        ``out`` ``(Tq, H, D)``; with ``return_attn_probs=True`` the tuple ``(out, softmax_lse, S_dmask)``:
+        ``softmax_lse`` fp32 ``(H, Tq)`` (natural log); ``S_dmask``
+        ``(B, H, round_up(max_seqlen_q, 128), round_up(max_seqlen_k, 128))`` when ``dropout_p > 0``,
+        else an empty ``(0,)`` tensor.
+
+    Raises:
+        InputError: wrong shapes (q not ``(Tq, H, D)``, kv not ``(Tk, 2, Hk, D)``, cu_seqlens not int32
+            ``(B + 1,)``), device, dtype (fp32 included), ``D > 256``, or an option out of range.
+        KernelNotBuiltError: this build's kernel set lacks the head dim/dtype/causal combination.
+        LibraryNotBuiltError: no native library (source checkout): build with ``nox -s dev`` or ``pip install .``.
+        TorchMismatchError: the running torch is not the one this wheel was built against.
+        UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
+        LibraryLoadError: the native library or its build info is broken.
+    """
+    _checks.check_packed("kv", kv, 4, 2, "(Tk, 2, Hk, D)")
+    k, v = kv.unbind(dim=1)
+    return _varlen_attention(
+        q,
+        k,
+        v,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        dropout_p,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        alibi_slopes,
+        deterministic,
+        return_attn_probs,
+        None,
+    )
+
+
+def flash_attn_varlen_func(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),  # -1: unbounded on that side
+    softcap=0.0,  # 0.0: no soft-capping
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+    block_table=None,
+):
+    """Attention over sequences of different lengths packed without padding, computed by FlashAttention-2 kernels.
+
+    The ``B`` query sequences are concatenated along the token axis of q and the key sequences
+    along that of k and v; sequence ``b`` is tokens ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]`` of q
+    and ``cu_seqlens_k[b]:cu_seqlens_k[b + 1]`` of k/v, and attends only to its own keys.
+    Differentiable with respect to q, k and v (not with a paged cache);
+    ``torch.compile(fullgraph=True)`` traces it. Supports MQA/GQA.
+
+    Args:
+        q: ``(Tq, H, D)``, Tq the total number of query tokens; torch.float16 or torch.bfloat16, CUDA; ``D <= 256``.
+        k: ``(Tk, Hk, D)``, Tk the total number of key tokens; or, with ``block_table``, a paged cache
+            ``(num_blocks, page_block_size, Hk, D)`` with ``page_block_size`` a multiple of 256.
+        v: shaped like k.
+        cu_seqlens_q: int32 ``(B + 1,)``, cumulative query sequence lengths starting at 0.
+        cu_seqlens_k: int32 ``(B + 1,)``, cumulative key sequence lengths starting at 0.
+        max_seqlen_q: int, the longest query sequence of the batch.
+        max_seqlen_k: int, the longest key sequence of the batch.
+        dropout_p: probability of dropping each attention weight, in [0, 1); use 0.0 for evaluation.
+        softmax_scale: factor (unitless) multiplying ``q @ k^T`` before the softmax; None means ``1 / sqrt(D)``.
+        causal: mask key ``j`` for query ``i`` when ``j > i + Sk - Sq`` within each sequence (bottom-right aligned).
+        window_size: ``(left, right)`` in tokens; query ``i`` attends keys
+            ``i + Sk - Sq - left .. i + Sk - Sq + right``; -1 = unbounded.
+        softcap: when > 0, each scaled score ``s`` becomes ``softcap * tanh(s / softcap)``; 0.0 disables it.
+        alibi_slopes: fp32 ``(H,)`` or ``(B, H)``; adds ``-slope * |i + Sk - Sq - j|`` to the score.
+        deterministic: use the deterministic backward (slower, more memory); the forward is always deterministic.
+        return_attn_probs: also return the LSE and the attention probabilities (for testing).
+        block_table: optional int32 ``(B, max_blocks)``: block ``block_table[b, n]`` of k/v holds keys
+            ``n * page_block_size ..`` of sequence ``b`` (paged KV cache; forward only).
+
+    Returns:
+        ``out`` ``(Tq, H, D)``; with ``return_attn_probs=True`` the tuple ``(out, softmax_lse, S_dmask)``:
+        ``softmax_lse`` fp32 ``(H, Tq)`` (natural log); ``S_dmask``
+        ``(B, H, round_up(max_seqlen_q, 128), round_up(max_seqlen_k, 128))`` when ``dropout_p > 0``,
+        else an empty ``(0,)`` tensor.
+
+    Raises:
+        InputError: wrong shapes (q not ``(Tq, H, D)``, cu_seqlens not int32 ``(B + 1,)`` contiguous,
+            block_table not int32 ``(B, max_blocks)``), device, dtype (fp32 included), ``D > 256``, an option
+            out of range, or ``.backward()`` through a paged cache.
+        KernelNotBuiltError: this build's kernel set lacks the head dim/dtype/causal combination (the backward
+            one is checked at ``.backward()``).
+        LibraryNotBuiltError: no native library (source checkout): build with ``nox -s dev`` or ``pip install .``.
+        TorchMismatchError: the running torch is not the one this wheel was built against.
+        UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
+        LibraryLoadError: the native library or its build info is broken.
+    """
+    return _varlen_attention(
+        q,
+        k,
+        v,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        dropout_p,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        alibi_slopes,
+        deterministic,
+        return_attn_probs,
+        block_table,
+    )
+
+
+def flash_attn_with_kvcache(
+    q,
+    k_cache,
+    v_cache,
+    k=None,
+    v=None,
+    rotary_cos=None,
+    rotary_sin=None,
+    cache_seqlens: int | torch.Tensor | None = None,
+    cache_batch_idx: torch.Tensor | None = None,
+    cache_leftpad: torch.Tensor | None = None,
+    block_table: torch.Tensor | None = None,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),  # -1: unbounded on that side
+    softcap=0.0,  # 0.0: no soft-capping
+    rotary_interleaved=True,
+    alibi_slopes=None,
+    num_splits=0,
+    return_softmax_lse=False,
+):
+    """Attention of new queries against a KV cache, optionally appending new keys/values first (FlashAttention-2).
+
+    For incremental decoding: when ``k`` and ``v`` are given they are written into ``k_cache`` and
+    ``v_cache`` **in place** at positions ``cache_seqlens[b] ..`` of each sequence (rotated first
+    when ``rotary_cos``/``rotary_sin`` are given), and q attends the first
+    ``cache_seqlens[b] + Sk_new`` cached keys, all in one kernel. The caches must be large enough.
+    No backward (inference only: the outputs do not require grad). Supports MQA/GQA.
+
+    Args:
+        q: ``(B, Sq, H, D)``, torch.float16 or torch.bfloat16, CUDA; ``D <= 256``.
+        k_cache: ``(B_cache, Sk_cache, Hk, D)``, or ``(num_blocks, page_block_size, Hk, D)`` with ``block_table``
+            (``page_block_size`` a multiple of 256); last dim contiguous (it is updated in place).
+        v_cache: shaped like k_cache.
+        k: optional ``(B, Sk_new, Hk, D)``, new keys to append at ``cache_seqlens``.
+        v: optional ``(B, Sk_new, Hk, D)``, new values; given exactly when k is.
+        rotary_cos: optional ``(S_rotary, rotary_dim / 2)`` in q's dtype, ``rotary_dim`` a multiple of 16 and
+            ``<= D``; with rotary_sin, rotates k (and q) at positions ``cache_seqlens ..`` before attention.
+            Requires k and v. With ``causal`` or a window, q token ``t`` is rotated at ``cache_seqlens + t``;
+            otherwise every q token at ``cache_seqlens``.
+        rotary_sin: optional, shaped like rotary_cos.
+        cache_seqlens: int, or int32 ``(B,)``: number of tokens already in each cache row (tokens).
+        cache_batch_idx: optional int32 ``(B,)``: cache row of each batch element (default ``0 .. B-1``).
+        cache_leftpad: optional int32 ``(B,)``: first valid token of each cache row (default 0).
+        block_table: optional int32 ``(B, max_blocks)`` for a paged cache.
+        softmax_scale: factor (unitless) multiplying ``q @ k^T`` before the softmax; None means ``1 / sqrt(D)``.
+        causal: mask key ``j`` for query ``i`` when ``j > i + Sk - Sq`` (bottom-right aligned, ``Sk`` the
+            cached length after appending).
+        window_size: ``(left, right)`` in tokens; query ``i`` attends keys
+            ``i + Sk - Sq - left .. i + Sk - Sq + right``; -1 = unbounded.
+        softcap: when > 0, each scaled score ``s`` becomes ``softcap * tanh(s / softcap)``; 0.0 disables it.
+        rotary_interleaved: rotate dims (0, 1), (2, 3), ... (True, GPT-J style) or (i, i + rotary_dim / 2)
+            (False, GPT-NeoX style).
+        alibi_slopes: fp32 ``(H,)`` or ``(B, H)``; adds ``-slope * |i + Sk - Sq - j|`` to the score.
+        num_splits: number of KV splits: 0 picks one by heuristic, 1 disables split-KV; at most 128.
+        return_softmax_lse: also return the LSE.
+
+    Returns:
+        ``out`` ``(B, Sq, H, D)`` in q's dtype; with ``return_softmax_lse=True`` the tuple
+        ``(out, softmax_lse)``, ``softmax_lse`` fp32 ``(B, H, Sq)`` (natural log).
+
+    Raises:
+        InputError: wrong shapes, device, dtype (fp32 included), a cache without a contiguous last dim,
+            ``D > 256``, k without v, k without cache_seqlens, rotary without k, a paged cache with
+            cache_batch_idx or cache_leftpad, or an option out of range.
+        KernelNotBuiltError: this build's kernel set lacks the head dim/dtype/causal combination (the split-KV
+            kernels are needed when appending, paging or splitting).
+        LibraryNotBuiltError: no native library (source checkout): build with ``nox -s dev`` or ``pip install .``.
+        TorchMismatchError: the running torch is not the one this wheel was built against.
+        UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
+        LibraryLoadError: the native library or its build info is broken.
+    """
+    window_left, window_right = _checks.check_options(0.0, softmax_scale, window_size, softcap)
+    _checks.check_kvcache(
+        q,
+        k_cache,
+        v_cache,
+        k,
+        v,
+        rotary_cos,
+        rotary_sin,
+        cache_seqlens,
+        cache_batch_idx,
+        cache_leftpad,
+        block_table,
+        num_splits,
+    )
+    batch, seqlen_q, heads, head_dim = q.shape
+    _checks.check_alibi(alibi_slopes, q, batch, heads)
+    _loader.require_ready(_device_index(q))
+    padded = _checks.padded_head_dim(head_dim)
+    paged = block_table is not None
+    seqlen_k = block_table.shape[1] * k_cache.shape[1] if paged else k_cache.shape[1]
+    causal_kernel = _checks.kernel_causal(
+        bool(causal), window_left, window_right, seqlen_q, seqlen_k, alibi_slopes is not None
+    )
+    if k is not None or cache_batch_idx is not None or paged or num_splits > 1:
+        split = "always"
+    else:
+        split = "never" if num_splits == 1 else "maybe"
+    _checks.require_kernels(_checks.fwd_kernel_keys(q.dtype, padded, causal_kernel, split))
+    if softmax_scale is None:
+        softmax_scale = _checks.default_scale(head_dim)
+    if isinstance(cache_seqlens, int):
+        cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=q.device)
+    if rotary_cos is not None:
+        rotary_cos, rotary_sin = rotary_cos.contiguous(), rotary_sin.contiguous()
+    with torch.no_grad():
+        q_op = _to_head_dim(q, padded)
+        k_op = None if k is None else _to_head_dim(k, padded)
+        v_op = None if v is None else _to_head_dim(v, padded)
+        # Padding the caches copies them; the appended rows are copied back below.
+        k_cache_op = _to_head_dim(k_cache, padded)
+        v_cache_op = _to_head_dim(v_cache, padded)
+        out, softmax_lse = _ops.fwd_kvcache(
+            q_op,
+            k_cache_op,
+            v_cache_op,
+            k_op,
+            v_op,
+            cache_seqlens,
+            rotary_cos,
+            rotary_sin,
+            cache_batch_idx,
+            cache_leftpad,
+            block_table,
+            alibi_slopes,
+            softmax_scale,
+            bool(causal),
+            window_left,
+            window_right,
+            softcap,
+            bool(rotary_interleaved),
+            num_splits,
+        )
+        if padded != head_dim:
+            out = out[..., :head_dim]
+            if k is not None:
+                k_cache.copy_(k_cache_op[..., :head_dim])
+                v_cache.copy_(v_cache_op[..., :head_dim])
+    return (out, softmax_lse) if return_softmax_lse else out

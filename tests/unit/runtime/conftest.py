@@ -1,0 +1,94 @@
+"""Fixtures of the runtime package tests (flash_attn/): build info dicts, and an emulated library
+(CPU mock operators) for the API tests."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # mock_ops
+# the package under test is this checkout's flash_attn/ (also when pytest runs without the rootdir on sys.path)
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import mock_ops  # noqa: E402
+
+from flash_attn import _build_info, _checks, _compat, _loader, _ops  # noqa: E402
+
+# head dim 256 is left out on purpose: the tests check the "not built" error with it
+DEV_HEAD_DIMS = (32, 64, 96, 128, 192)
+
+LEGACY_INFO = {
+    "version": "2.9.2.post1",
+    "group": "legacy",
+    "archs": [80, 89, 90],
+    "sass": ["sm_80", "sm_89", "sm_90"],
+    "ptx_arch": 90,
+    "cuda_version": "13.0.88",
+    "torch_version": "2.14.1+cu130",
+    "torch_cuda_version": "13.0",
+    "cxx11_abi": True,
+    "kernel_set": "dev",
+    "kernels": [
+        {"kind": kind, "dtype": dtype, "head_dim": hd, "causal": causal}
+        for kind in ("fwd", "fwd_split", "bwd")
+        for dtype in ("fp16", "bf16")
+        for hd in DEV_HEAD_DIMS
+        for causal in (False, True)
+    ],
+    "deltas": {"applied": True, "rescale_threshold": 8.0, "packed_fma": True},
+    "upstream": {"version": "2.8.3.post2", "sha256": "d0f9f0b0", "source": "sdist"},
+    "compilers": {"cxx": "GNU 12.2.0", "cuda": "NVIDIA 13.0.88"},
+    "fatbin_compression": "size",
+}
+
+BLACKWELL_INFO = {
+    **copy.deepcopy(LEGACY_INFO),
+    "group": "blackwell",
+    "archs": [100, 120, 121],
+    "sass": ["sm_100", "sm_120", "sm_121"],
+    "ptx_arch": 121,
+}
+
+
+def make_info(base: dict = LEGACY_INFO, **overrides) -> dict:
+    info = copy.deepcopy(base)
+    info.update(overrides)
+    return info
+
+
+@pytest.fixture
+def legacy_info() -> dict:
+    return make_info()
+
+
+@pytest.fixture
+def blackwell_info() -> dict:
+    return make_info(BLACKWELL_INFO)
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    """The public API running on CPU: mock operators with docs/operators.md schemas, fakes registered.
+
+    The loader state says "ready" with LEGACY_INFO (head dims 32..192), the CUDA-device check is
+    disabled, and device -1 (CPU tensors) has a positive capability verdict.
+    """
+    namespace = mock_ops.define()
+    info = _build_info.parse(make_info())
+    binding = _ops.bind(namespace)
+    state = _loader.STATE
+    monkeypatch.setattr(state, "status", "ready")
+    monkeypatch.setattr(state, "error", None)
+    monkeypatch.setattr(state, "build_info", info)
+    monkeypatch.setattr(state, "kernels", _build_info.kernel_set(info))
+    monkeypatch.setitem(_loader._DEVICE_VERDICTS, -1, _compat.DeviceVerdict(True, "sass", "sm_90", "emulated"))
+    monkeypatch.setattr(_checks, "require_cuda", lambda name, t: None)
+    mock_ops.CALLS.clear()
+    torch._dynamo.reset()
+    yield info
+    torch._dynamo.reset()
+    binding.close()
