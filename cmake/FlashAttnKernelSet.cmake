@@ -32,13 +32,16 @@ function(flash_attn_generate_units)
   set(${arg_OUT_KERNELS_JSON} "${arg_OUT_DIR}/kernels.json" PARENT_SCOPE)
 endfunction()
 
-# flash_attn_compile_pool(TARGET <target> [JOBS <n>])
+# flash_attn_compile_pool(TARGET <target> UNITS <n units> GENCODES <n gencode targets> [JOBS <n>])
 #   Puts the target's compiles into a Ninja job pool `flash_attn_nvcc` sized so that parallel
 #   nvcc processes fit in memory: min(logical cores, available memory / 7 GiB), at least 1.
 #   7 GiB is the peak of the heaviest unit (bwd hdim256 sm_90: 6.9 GB, DESIGN.md). JOBS (or the
 #   FLASH_ATTN_JOBS cache variable / environment variable) overrides the computed size.
+#   When there are fewer units than jobs (small kernel sets), the spare jobs go to nvcc
+#   --threads, which compiles a unit's gencode targets in parallel: threads = min(GENCODES,
+#   jobs / UNITS), so units x threads never exceeds the job count the memory allows.
 function(flash_attn_compile_pool)
-  cmake_parse_arguments(arg "" "TARGET;JOBS" "" ${ARGN})
+  cmake_parse_arguments(arg "" "TARGET;JOBS;UNITS;GENCODES" "" ${ARGN})
   set(jobs "${arg_JOBS}")
   if(NOT jobs AND DEFINED ENV{FLASH_ATTN_JOBS})
     set(jobs "$ENV{FLASH_ATTN_JOBS}")
@@ -63,5 +66,16 @@ function(flash_attn_compile_pool)
   endif()
   set_property(GLOBAL APPEND PROPERTY JOB_POOLS flash_attn_nvcc=${jobs})
   set_property(TARGET ${arg_TARGET} PROPERTY JOB_POOL_COMPILE flash_attn_nvcc)
-  message(STATUS "flash_attn: ${jobs} parallel compile jobs (${why})")
+  set(threads 1)
+  if(arg_UNITS GREATER 0)
+    math(EXPR threads "${jobs} / ${arg_UNITS}")
+  endif()
+  if(threads GREATER arg_GENCODES)
+    set(threads ${arg_GENCODES})
+  endif()
+  if(threads GREATER 1)
+    target_compile_options(${arg_TARGET} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:--threads=${threads}>")
+  endif()
+  message(STATUS "flash_attn: ${jobs} parallel compile jobs (${why}); nvcc --threads=${threads} "
+                 "for ${arg_UNITS} units x ${arg_GENCODES} gencode targets")
 endfunction()

@@ -391,13 +391,17 @@ def kernel_causal(
 
 
 def fwd_kernel_keys(dtype: torch.dtype, head_dim: int, causal_kernel: bool, split: str) -> tuple[tuple[Any, ...], ...]:
-    """Forward units a call may use; ``split`` is ``"never"``, ``"maybe"`` (heuristic) or ``"always"``."""
+    """Forward units a call needs; ``split`` is ``"never"``, ``"maybe"`` (heuristic) or ``"always"``.
+
+    With the heuristic the binding falls back to the plain kernel when the kernel set has no
+    split-KV unit (src/binding/params.cpp, set_split_kv), so only ``"always"`` needs it.
+    """
     name = _build_info.dtype_name(dtype)
     hd = _build_info.kernel_head_dim(head_dim)
     keys = []
     if split != "always":
         keys.append(("fwd", name, hd, causal_kernel))
-    if split != "never":
+    if split == "always":
         keys.append(("fwd_split", name, hd, causal_kernel))
     return tuple(keys)
 

@@ -214,6 +214,13 @@ SplitKvScratch set_split_kv(FwdParams& p, int requested, int sm_count,
     // The split kernels have no dropout path; the caller launches the regular kernel.
     return scratch;
   }
+  if (requested < 1 &&
+      !has_kernel("fwd_split", p.is_bf16, p.d, p.is_causal)) {
+    // The heuristic only picks split-KV for speed: a kernel set without the split units
+    // (e.g. 'ci' or a forward-only list) runs the plain kernel instead of failing.
+    p.num_splits = 1;
+    return scratch;
+  }
   if (requested < 1) {
     // Key tile width and query tile height of the split-KV kernels, by head dim.
     const int kv_tile = p.d <= 64 ? 256 : (p.d <= 128 ? 128 : 64);

@@ -281,10 +281,10 @@ def test_missing_backward_kernel_is_raised_at_backward(emulated, monkeypatch):
     assert mock_ops.CALLS == []
 
 
-def test_split_kernels_are_required_where_upstream_may_use_them(emulated, monkeypatch):
+def test_split_kernels_only_required_where_split_kv_is_forced(emulated, monkeypatch):
     no_split = frozenset(key for key in _loader.STATE.kernels if key.kind != "fwd_split")
     monkeypatch.setattr(_loader.STATE, "kernels", no_split)
-    _refused(flash_attn.flash_attn_func, *qkv(), match="fwd_split", error=KernelNotBuiltError)
+    flash_attn.flash_attn_func(*qkv())  # the heuristic falls back to the plain kernel (set_split_kv)
     flash_attn.flash_attn_func(*qkv(), dropout_p=0.1)  # dropout never splits KV
     q, k, v, cu = _varlen_inputs()
     flash_attn.flash_attn_varlen_func(q, k, v, cu, cu, 16, 16)  # varlen splits only to decode
@@ -324,10 +324,7 @@ def test_kernel_causal_follows_upstream_dispatch(args, backward, expected):
 
 
 def test_kernel_keys():
-    assert _checks.fwd_kernel_keys(torch.bfloat16, 72, True, "maybe") == (
-        ("fwd", "bf16", 96, True),
-        ("fwd_split", "bf16", 96, True),
-    )
+    assert _checks.fwd_kernel_keys(torch.bfloat16, 72, True, "maybe") == (("fwd", "bf16", 96, True),)
     assert _checks.fwd_kernel_keys(F16, 64, False, "never") == (("fwd", "fp16", 64, False),)
     assert _checks.fwd_kernel_keys(F16, 64, False, "always") == (("fwd_split", "fp16", 64, False),)
     assert _checks.bwd_kernel_keys(F16, 256, False) == (("bwd", "fp16", 256, False),)
