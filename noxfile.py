@@ -100,7 +100,7 @@ def tests(session: nox.Session) -> None:
     session.install(*pins.BUILD, *pins.TEST)
     # The checkout's root too: the unit tests import the source-tree flash_attn package.
     env = {"PYTHONPATH": os.pathsep.join([str(SRC), str(ROOT)])}
-    session.run("pytest", *(session.posargs or ["tests"]), env=env)
+    session.run("python", "-m", "pytest", *(session.posargs or ["tests"]), env=env)
 
 
 @nox.session

@@ -11,6 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,15 +27,40 @@ UPSTREAM_CANDIDATES = [
     REPO / "build" / "_deps" / "flash_attn-src",
     Path("/work/cache/src/flash_attn-2.8.3.post2"),
 ]
+SDIST_NAME = "flash_attn-2.8.3.post2.tar.gz"
+
+
+def _cached_sdist() -> Path | None:
+    """The pinned sdist: $FLASH_ATTN_SDIST, else the build's download cache (cmake/FlashAttnUpstream.cmake)."""
+    cache = os.environ.get("FLASH_ATTN_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "flash_attn_wheels"
+    )
+    for cand in (os.environ.get("FLASH_ATTN_SDIST"), os.path.join(cache, SDIST_NAME)):
+        if cand and Path(cand).is_file():
+            return Path(cand)
+    return None
+
+
+def _extract_kernel_dir(sdist: Path) -> Path:
+    """Extract only csrc/flash_attn/src of the sdist into a temporary folder (unpatched)."""
+    root = Path(tempfile.mkdtemp(prefix="fa-upstream-"))
+    prefix = f"{SDIST_NAME[: -len('.tar.gz')]}/{KERNEL_DIR.as_posix()}/"
+    with tarfile.open(sdist) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
+        for m in members:
+            m.name = m.name[len(SDIST_NAME[: -len(".tar.gz")]) + 1 :]
+        tar.extractall(root, members=members, filter="data")
+    return root
 
 
 def upstream_tree() -> Path | None:
-    """Root of an extracted upstream tree (holding csrc/flash_attn/src/softmax.h), or None."""
+    """Root of an unpatched upstream tree (holding csrc/flash_attn/src/softmax.h), or None."""
     env = os.environ.get("FLASH_ATTN_SOURCE_DIR")
     for cand in ([Path(env)] if env else []) + UPSTREAM_CANDIDATES:
         if (cand / KERNEL_DIR / "softmax.h").is_file():
             return cand
-    return None
+    sdist = _cached_sdist()
+    return _extract_kernel_dir(sdist) if sdist else None
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess:
