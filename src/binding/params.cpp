@@ -1,6 +1,8 @@
 // Parameter-block setters declared in params.h.
 #include "params.h"
 
+#include "dispatch.h"  // has_kernel: the split-KV heuristic falls back when the set lacks split units
+
 #include <algorithm>
 #include <cmath>
 #include <mutex>
