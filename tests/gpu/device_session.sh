@@ -10,11 +10,13 @@
 #
 # Builds, all for sm_90 only (the H200's arch; the legacy group adds sm_80/sm_89 SASS, which
 # costs 3x the compile time and changes no code path on this GPU):
-#   dev      wheel, kernel set dev, default deltas (A-1 threshold 8, A-2 on)  -> release paths, validate, bench
-#   a1_t8    forward units for D 64/128/256, threshold 8                       -> A-1 exactness test, latency
-#   a1_t0    the same units, threshold 0 (upstream behaviour)                  -> agreement + latency baseline
-#   a1_bad   fwd_hdim128_fp16*, skip without max reset (deliberately wrong)    -> the A-1 test must fail
-#   ci_none / ci_size  kernel set ci with fatbin compression none / size       -> load cost
+#   dev      wheel, kernel set dev, default deltas (A-1 threshold 8, A-2 on), all 16 cores
+#            -> release paths, validate, kernel benchmark, .ninja_log for the build benchmark
+#   ci_none / ci_size  kernel set ci with fatbin compression none / size (test phase) -> load cost
+#   A1=1 adds the A-1 builds (done on 2026-11-29, docs/evidence/):
+#   a1_t8 / a1_t0 / a1_bad  forward units D 64/128/256 with threshold 8 / 0 / broken -> A-1 tests, latency
+# Lesson of 2026-11-29: six builds at once left the dev wheel half built after 20 minutes; the
+# machine goes back 30 s after a call, so call `test` right after `build` returns.
 set -u
 phase=${1:?usage: device_session.sh build|test}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,7 +49,7 @@ build_dev_wheel() {  # incremental: a second call only repackages (picks up curr
   python3 -m build --wheel --no-isolation --skip-dependency-check -o "$W/dist" -C build-dir="$W/dev" \
     -C cmake.define.FLASH_ATTN_ARCH_GROUP=custom -C cmake.define.FLASH_ATTN_CUDA_ARCHS=90 \
     -C cmake.define.FLASH_ATTN_KERNEL_SET=dev -C cmake.define.FLASH_ATTN_SDIST="$SDIST" \
-    -C cmake.define.FLASH_ATTN_JOBS=6 "$ROOT"
+    -C cmake.define.FLASH_ATTN_JOBS=${DEV_JOBS:-16} "$ROOT"
 }
 
 if [ "$phase" = build ]; then
@@ -57,17 +59,18 @@ if [ "$phase" = build ]; then
   if [ ! -f "$W/dev.done" ]; then
     setsid nohup bash -c "start=\$(date +%s); $(declare -f build_dev_wheel); build_dev_wheel && echo \$(( \$(date +%s) - start )) > '$W/dev.done' || touch '$W/dev.failed'" > "$W/dev.log" 2>&1 < /dev/null &
   fi
-  start_cmake_build a1_t8 4 'fwd_hdim64_*,fwd_hdim128_*,fwd_hdim256_*'
-  start_cmake_build a1_t0 4 'fwd_hdim64_*,fwd_hdim128_*,fwd_hdim256_*' -DFLASH_ATTN_RESCALE_THRESHOLD=0
-  start_cmake_build a1_bad 1 'fwd_hdim128_fp16*' -DFLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET=ON
-  start_cmake_build ci_none 1 ci -DFLASH_ATTN_FATBIN_COMPRESSION=none
-  start_cmake_build ci_size 1 ci -DFLASH_ATTN_FATBIN_COMPRESSION=size
+  if [ "${A1:-0}" = 1 ]; then
+    start_cmake_build a1_t8 4 'fwd_hdim64_*,fwd_hdim128_*,fwd_hdim256_*'
+    start_cmake_build a1_t0 4 'fwd_hdim64_*,fwd_hdim128_*,fwd_hdim256_*' -DFLASH_ATTN_RESCALE_THRESHOLD=0
+    start_cmake_build a1_bad 1 'fwd_hdim128_fp16*' -DFLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET=ON
+  fi
   limit=${WAIT:-530}
 else
   limit=${WAIT:-400}
 fi
 
-names="dev a1_t8 a1_t0 a1_bad ci_none ci_size"
+names="dev"
+[ "${A1:-0}" = 1 ] && names="$names a1_t8 a1_t0 a1_bad"
 waited=0
 while :; do
   pending=""
@@ -97,8 +100,14 @@ if [ -n "$wheel" ]; then
   python3 -m flash_attn 2>&1 | tee "$OUT/build_info.txt"
   python3 "$ROOT/tests/gpu/release_paths.py" --dtype all 2>&1 | tee "$OUT/release_paths.txt" || rc=1
   python3 "$ROOT/src/release/validate.py" --out "$OUT" --wheel "$wheel" 2>&1 | tail -80 | tee "$OUT/validate.txt" || rc=1
-  python3 "$ROOT/bench/kernels.py" --out "$OUT" 2>&1 | tail -60 | tee "$OUT/bench_kernels.txt" || rc=1
-  python3 "$ROOT/bench/build.py" --analyze "$W/dev" --jobs 6 --out "$OUT" 2>&1 | tail -40 | tee "$OUT/bench_build.txt" || true
+  python3 "$ROOT/bench/kernels.py" --out "$OUT" --build "dev=$W/site_dev" 2>&1 | tail -60 | tee "$OUT/bench_kernels.txt" || rc=1
+  cp "$W/dev/.ninja_log" "$OUT/dev.ninja_log" 2>/dev/null  # per-unit compile times for bench/build.py
+  # Load cost: two tiny builds that differ only in fatbin compression (8 jobs each, side by side).
+  start_cmake_build ci_none 8 ci -DFLASH_ATTN_FATBIN_COMPRESSION=none
+  start_cmake_build ci_size 8 ci -DFLASH_ATTN_FATBIN_COMPRESSION=size
+  while [ ! -f "$W/ci_none.done" ] || [ ! -f "$W/ci_size.done" ]; do
+    [ -f "$W/ci_none.failed" ] || [ -f "$W/ci_size.failed" ] && break; sleep 5
+  done
 fi
 export PYTHONPATH=/tmp/site
 cd "$W"
@@ -109,6 +118,6 @@ if [ -f "$W/a1_t8.done" ]; then
   [ -f "$W/a1_t0.done" ] && python3 "$ROOT/tests/gpu/latency_a1.py" --lib "$W/a1_t8/_C_custom.so" --label A-1 --lib "$W/a1_t0/_C_custom.so" --label threshold-0 --json "$OUT/latency_a1.json" 2>&1 | tee "$OUT/latency_a1.txt"
 fi
 if [ -f "$W/ci_none.done" ] && [ -f "$W/ci_size.done" ]; then
-  python3 "$ROOT/bench/load_cost.py" --lib none="$W/ci_none/_C_custom.so" --lib size="$W/ci_size/_C_custom.so" --out "$OUT" 2>&1 | tail -30 | tee "$OUT/load_cost.txt"
+  python3 "$ROOT/bench/load_cost.py" --build none="$W/ci_none" --build size="$W/ci_size" --out "$OUT" 2>&1 | tail -30 | tee "$OUT/load_cost.txt"
 fi
 exit $rc
