@@ -153,8 +153,10 @@ def find_native_library(folder: Path) -> Path | None:
     """The one ``_C_<group>.so``/``.pyd`` directly in ``folder``; TargetError when several."""
     found = sorted(p for p in Path(folder).glob("_C_*") if p.suffix in (".so", ".pyd") and p.is_file())
     if len(found) > 1:
-        raise TargetError(f"{folder} holds several native libraries ({', '.join(p.name for p in found)}); "
-                          "give the library file itself")
+        raise TargetError(
+            f"{folder} holds several native libraries ({', '.join(p.name for p in found)}); "
+            "give the library file itself"
+        )
     return found[0] if found else None
 
 
@@ -227,7 +229,7 @@ def read_build_info_near(library: str | None) -> dict | None:
     if not library:
         return None
     lib = Path(library)
-    group = lib.name[len("_C_"):].split(".", 1)[0]
+    group = lib.name[len("_C_") :].split(".", 1)[0]
     path = lib.with_name(f"build_info_{group}.json")
     try:
         return json.loads(path.read_text(encoding="utf-8"))

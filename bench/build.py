@@ -140,8 +140,10 @@ def parse_ninja_log(text: str) -> list[list[Edge]]:
         for start, end, output, h in latest.values():
             key = (start, end, h) if h else (start, end, output)
             grouped.setdefault(key, []).append(output)
-        edges = [Edge(k[0], k[1], tuple(outs), k[2] if len(k) == 3 and k[2] not in outs else "")
-                 for k, outs in grouped.items()]
+        edges = [
+            Edge(k[0], k[1], tuple(outs), k[2] if len(k) == 3 and k[2] not in outs else "")
+            for k, outs in grouped.items()
+        ]
         result.append(sorted(edges, key=lambda e: (e.end_ms, e.start_ms, e.name)))
     return result
 
@@ -155,9 +157,11 @@ def last_build(text: str) -> list[Edge]:
 # -- unit names ----------------------------------------------------------------------------------
 
 _OUR_OBJ_RE = re.compile(
-    r"^(?P<unit>(?:bwd|fwd_split|fwd)_hdim\d+_(?:fp16|bf16)(?:_causal)?)(?P<align>_align)?\.cu\.(?:o|obj)$")
+    r"^(?P<unit>(?:bwd|fwd_split|fwd)_hdim\d+_(?:fp16|bf16)(?:_causal)?)(?P<align>_align)?\.cu\.(?:o|obj)$"
+)
 _UPSTREAM_OBJ_RE = re.compile(
-    r"^flash_(?P<kind>fwd_split|fwd|bwd)_hdim(?P<dim>\d+)_(?P<dtype>fp16|bf16)(?P<causal>_causal)?_sm\d+\.(?:o|obj)$")
+    r"^flash_(?P<kind>fwd_split|fwd|bwd)_hdim(?P<dim>\d+)_(?P<dtype>fp16|bf16)(?P<causal>_causal)?_sm\d+\.(?:o|obj)$"
+)
 
 
 def _valid_unit(name: str) -> str | None:
@@ -385,16 +389,20 @@ def edge_records(edges: list[Edge], build_dir: Path, launcher: dict[str, dict], 
             rec = launcher.get(os.path.normpath(os.path.join(str(build_dir), o)))
             if rec:
                 break
-        rows.append({
-            "output": e.name,
-            "kind": edge_kind(e.name, unit_of),
-            "unit": unit_of(e.name),
-            "seconds": round(e.seconds, 3),
-            "start_s": round(e.start_ms / 1000.0, 3),
-            "end_s": round(e.end_ms / 1000.0, 3),
-            "peak_rss_mib": None if not rec or rec.get("maxrss_kib") is None else round(rec["maxrss_kib"] / 1024, 1),
-            "cpu_s": None if not rec or rec.get("user_s") is None else round(rec["user_s"] + rec["sys_s"], 1),
-        })
+        rows.append(
+            {
+                "output": e.name,
+                "kind": edge_kind(e.name, unit_of),
+                "unit": unit_of(e.name),
+                "seconds": round(e.seconds, 3),
+                "start_s": round(e.start_ms / 1000.0, 3),
+                "end_s": round(e.end_ms / 1000.0, 3),
+                "peak_rss_mib": None
+                if not rec or rec.get("maxrss_kib") is None
+                else round(rec["maxrss_kib"] / 1024, 1),
+                "cpu_s": None if not rec or rec.get("user_s") is None else round(rec["user_s"] + rec["sys_s"], 1),
+            }
+        )
     return rows
 
 
@@ -469,15 +477,17 @@ class MemorySampler:
         self._thread.join()
 
 
-def run_logged(cmd: list[str], log: Path, env: dict | None = None, cwd: Path | None = None,
-               echo: bool = True) -> tuple[int, float]:
+def run_logged(
+    cmd: list[str], log: Path, env: dict | None = None, cwd: Path | None = None, echo: bool = True
+) -> tuple[int, float]:
     """Run a command, its output appended to `log` (and echoed to stderr); (exit status, seconds)."""
     t0 = time.perf_counter()
     with open(log, "a", encoding="utf-8", errors="replace") as fh:
         fh.write(f"$ {shlex.join(cmd)}\n")
         fh.flush()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                text=True, errors="replace")
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd, text=True, errors="replace"
+        )
         assert proc.stdout is not None
         for line in proc.stdout:
             fh.write(line)
@@ -508,9 +518,11 @@ def find_nvcc(explicit: str | None) -> str | None:
 def cuda_home_for(nvcc: str) -> str:
     """The CUDA toolkit root for torch's CUDA_HOME: the first of $CUDA_HOME, $CUDA_PATH, <nvcc>/../..
     and /usr/local/cuda that holds bin/nvcc and include/cuda_runtime.h (nvcc may be a wrapper script)."""
+
     def is_toolkit(root: Path) -> bool:
         return (root / "bin" / "nvcc").is_file() and (
-            (root / "include" / "cuda_runtime.h").is_file() or any(root.glob("targets/*/include/cuda_runtime.h")))
+            (root / "include" / "cuda_runtime.h").is_file() or any(root.glob("targets/*/include/cuda_runtime.h"))
+        )
 
     fallback = Path(nvcc).resolve().parent.parent
     for cand in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), fallback, "/usr/local/cuda"):
@@ -523,7 +535,8 @@ def find_sdist(explicit: str | None, version: str) -> Path | None:
     """--sdist, $FLASH_ATTN_SDIST, <repo>/.sdist/, or the CMake download cache."""
     name = f"flash_attn-{version}.tar.gz"
     cache = os.environ.get("FLASH_ATTN_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "flash_attn_wheels")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "flash_attn_wheels"
+    )
     for c in (explicit, os.environ.get("FLASH_ATTN_SDIST"), bc.REPO_ROOT / ".sdist" / name, Path(cache) / name):
         if c and Path(c).is_file():
             return Path(c).resolve()
@@ -554,7 +567,7 @@ def torch_arch_list(archs: list[str]) -> str:
     out = []
     for a in archs:
         digits = re.match(r"\d+", a).group(0)
-        out.append(f"{digits[:-1]}.{digits[-1]}{a[len(digits):]}")
+        out.append(f"{digits[:-1]}.{digits[-1]}{a[len(digits) :]}")
     return ";".join(out)
 
 
@@ -565,20 +578,34 @@ def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | Non
     build_dir = Path(args.build_dir).resolve() if args.build_dir else out / "ours-build"
     if build_dir.exists() and any(build_dir.iterdir()):
         if args.build_dir and not args.clean:
-            raise SystemExit(f"build.py: {build_dir} is not empty; pass --clean to delete it (the benchmark needs a "
-                             "fresh build directory) or choose another --build-dir")
+            raise SystemExit(
+                f"build.py: {build_dir} is not empty; pass --clean to delete it (the benchmark needs a "
+                "fresh build directory) or choose another --build-dir"
+            )
         shutil.rmtree(build_dir)
     build_dir.mkdir(parents=True)
     launcher_log = out / "ours_units.jsonl"
     launcher_log.unlink(missing_ok=True)
     launcher = [sys.executable, str(LAUNCHER), "--log", str(launcher_log)]
     archs = ";".join(args.archs)
-    configure = ["cmake", "-S", str(bc.REPO_ROOT), "-B", str(build_dir), "-G", "Ninja",
-                 "-DCMAKE_BUILD_TYPE=Release", "-DFLASH_ATTN_ARCH_GROUP=custom", f"-DFLASH_ATTN_CUDA_ARCHS={archs}",
-                 f"-DFLASH_ATTN_KERNEL_SET={args.kernel_set}", f"-DFLASH_ATTN_SDIST={sdist}",
-                 f"-DFLASH_ATTN_JOBS={args.jobs}", f"-DPython_EXECUTABLE={sys.executable}",
-                 f"-DCMAKE_CUDA_COMPILER_LAUNCHER={';'.join(launcher)}",
-                 f"-DCMAKE_CXX_COMPILER_LAUNCHER={';'.join(launcher)}"]
+    configure = [
+        "cmake",
+        "-S",
+        str(bc.REPO_ROOT),
+        "-B",
+        str(build_dir),
+        "-G",
+        "Ninja",
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DFLASH_ATTN_ARCH_GROUP=custom",
+        f"-DFLASH_ATTN_CUDA_ARCHS={archs}",
+        f"-DFLASH_ATTN_KERNEL_SET={args.kernel_set}",
+        f"-DFLASH_ATTN_SDIST={sdist}",
+        f"-DFLASH_ATTN_JOBS={args.jobs}",
+        f"-DPython_EXECUTABLE={sys.executable}",
+        f"-DCMAKE_CUDA_COMPILER_LAUNCHER={';'.join(launcher)}",
+        f"-DCMAKE_CXX_COMPILER_LAUNCHER={';'.join(launcher)}",
+    ]
     if nvcc:
         configure.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
     if args.fatbin_compression:
@@ -591,20 +618,33 @@ def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | Non
     set_name, units = ks.resolve(args.kernel_set)
     started = time.time()
     rc, configure_s = run_logged(configure, log)
-    record: dict = {"build_dir": str(build_dir), "log": str(log), "kernel_set": args.kernel_set,
-                    "kernel_set_name": set_name, "units_expected": [u.name for u in units], "archs": args.archs,
-                    "jobs": args.jobs, "nvcc": nvcc, "configure_command": shlex.join(configure),
-                    "build_command": shlex.join(build), "configure_s": round(configure_s, 1),
-                    "started_epoch": round(started, 1)}
+    record: dict = {
+        "build_dir": str(build_dir),
+        "log": str(log),
+        "kernel_set": args.kernel_set,
+        "kernel_set_name": set_name,
+        "units_expected": [u.name for u in units],
+        "archs": args.archs,
+        "jobs": args.jobs,
+        "nvcc": nvcc,
+        "configure_command": shlex.join(configure),
+        "build_command": shlex.join(build),
+        "configure_s": round(configure_s, 1),
+        "started_epoch": round(started, 1),
+    }
     if rc != 0:
         record.update(state="failed", error=f"configure failed (exit {rc})", log_tail=log_tail(log))
         return record
     build_started = time.time()
     with MemorySampler() as mem:
         rc, build_s = run_logged(build, log)
-    record.update(build_s=round(build_s, 1), total_s=round(configure_s + build_s, 1),
-                  build_started_epoch=round(build_started, 1), finished_epoch=round(time.time(), 1),
-                  system_memory_used_peak_gib=mem.peak_gib)
+    record.update(
+        build_s=round(build_s, 1),
+        total_s=round(configure_s + build_s, 1),
+        build_started_epoch=round(build_started, 1),
+        finished_epoch=round(time.time(), 1),
+        system_memory_used_peak_gib=mem.peak_gib,
+    )
     if rc != 0:
         record.update(state="failed", error=f"build failed (exit {rc})", log_tail=log_tail(log))
     else:
@@ -651,9 +691,16 @@ def write_status(updir: Path, **fields) -> dict:
 def upstream_request(args: argparse.Namespace, sdist: Path, nvcc: str | None) -> dict:
     ks = bc.kernel_set()
     _, units = ks.resolve(args.kernel_set)
-    return {"sdist": str(sdist), "archs": args.archs, "jobs": args.jobs, "nvcc": nvcc, "mode": args.upstream_mode,
-            "units": [u.name for u in units], "nvcc_threads": args.upstream_nvcc_threads,
-            "python": sys.executable}
+    return {
+        "sdist": str(sdist),
+        "archs": args.archs,
+        "jobs": args.jobs,
+        "nvcc": nvcc,
+        "mode": args.upstream_mode,
+        "units": [u.name for u in units],
+        "nvcc_threads": args.upstream_nvcc_threads,
+        "python": sys.executable,
+    }
 
 
 def _extract(sdist: Path, dest: Path) -> Path:
@@ -677,7 +724,7 @@ def _build_ninja_objects(path: Path) -> list[str]:
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         if not line.startswith("build "):
             continue
-        head = re.split(r"(?<!\$):", line[len("build "):], maxsplit=1)[0]
+        head = re.split(r"(?<!\$):", line[len("build ") :], maxsplit=1)[0]
         for tok in re.split(r"(?<!\$) ", head.strip()):
             if tok and tok != "|":
                 outs.append(tok.replace("$ ", " ").replace("$:", ":").replace("$$", "$"))
@@ -703,46 +750,87 @@ def run_upstream(updir: Path) -> dict:
         if not shutil.which("ninja"):
             raise RuntimeError("ninja is not on PATH: torch's BuildExtension needs it for a parallel build")
         python = req["python"]
-        probe = subprocess.run([python, "-c", "import torch, setuptools, packaging, wheel.bdist_wheel"],
-                               capture_output=True, text=True)
+        probe = subprocess.run(
+            [python, "-c", "import torch, setuptools, packaging, wheel.bdist_wheel"], capture_output=True, text=True
+        )
         if probe.returncode != 0:
-            raise RuntimeError("upstream's setup.py needs torch, setuptools, packaging and wheel (wheel.bdist_wheel) "
-                               f"in {python}; install them (pip install wheel packaging setuptools). "
-                               f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else ''}")
+            raise RuntimeError(
+                "upstream's setup.py needs torch, setuptools, packaging and wheel (wheel.bdist_wheel) "
+                f"in {python}; install them (pip install wheel packaging setuptools). "
+                f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else ''}"
+            )
         env = dict(os.environ)
-        env.update({
-            "FLASH_ATTENTION_FORCE_BUILD": "TRUE",  # never try to download a prebuilt wheel
-            "FLASH_ATTN_CUDA_ARCHS": ";".join(req["archs"]),
-            "TORCH_CUDA_ARCH_LIST": torch_arch_list(req["archs"]),
-            "MAX_JOBS": str(req["jobs"]),
-            "CUDA_HOME": cuda_home_for(nvcc),
-            "PYTORCH_NVCC": shlex.join([python, str(LAUNCHER), "--log", str(units_log), nvcc]),
-        })
+        env.update(
+            {
+                "FLASH_ATTENTION_FORCE_BUILD": "TRUE",  # never try to download a prebuilt wheel
+                "FLASH_ATTN_CUDA_ARCHS": ";".join(req["archs"]),
+                "TORCH_CUDA_ARCH_LIST": torch_arch_list(req["archs"]),
+                "MAX_JOBS": str(req["jobs"]),
+                "CUDA_HOME": cuda_home_for(nvcc),
+                "PYTORCH_NVCC": shlex.join([python, str(LAUNCHER), "--log", str(units_log), nvcc]),
+            }
+        )
         env.pop(DRY_ENV, None)
         if req.get("nvcc_threads"):
             env["NVCC_THREADS"] = str(req["nvcc_threads"])
-        recorded_env = {k: env[k] for k in ("FLASH_ATTENTION_FORCE_BUILD", "FLASH_ATTN_CUDA_ARCHS",
-                                              "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CUDA_HOME", "PYTORCH_NVCC")}
+        recorded_env = {
+            k: env[k]
+            for k in (
+                "FLASH_ATTENTION_FORCE_BUILD",
+                "FLASH_ATTN_CUDA_ARCHS",
+                "TORCH_CUDA_ARCH_LIST",
+                "MAX_JOBS",
+                "CUDA_HOME",
+                "PYTORCH_NVCC",
+            )
+        }
         recorded_env["NVCC_THREADS"] = env.get("NVCC_THREADS", "unset (setup.py default: 4)")
         wheel_dir = updir / "wheel"
-        pip = [python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-binary", ":all:", "-v",
-               "-w", str(wheel_dir), str(tree)]
+        pip = [
+            python,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-build-isolation",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-v",
+            "-w",
+            str(wheel_dir),
+            str(tree),
+        ]
         if _pip_knows_use_pep517(python):
             # PEP 517 path: a failed build keeps build/ (the legacy path runs `setup.py clean --all`,
             # which deletes the .ninja_log and build.ninja this benchmark reads).
             pip.insert(pip.index("--no-build-isolation"), "--use-pep517")
-        write_status(updir, state="building", tree=str(tree), env=recorded_env, command=shlex.join(pip),
-                     mode=req["mode"], jobs=req["jobs"], archs=req["archs"], nvcc=nvcc)
+        write_status(
+            updir,
+            state="building",
+            tree=str(tree),
+            env=recorded_env,
+            command=shlex.join(pip),
+            mode=req["mode"],
+            jobs=req["jobs"],
+            archs=req["archs"],
+            nvcc=nvcc,
+        )
         if req["mode"] == "full":
             t0 = time.time()
             with MemorySampler() as mem:
                 rc, wall = run_logged(pip, log, env=env, echo=False)
             wheels = sorted(wheel_dir.glob("*.whl")) if wheel_dir.is_dir() else []
-            return write_status(updir, state="done" if rc == 0 else "failed", returncode=rc, wall_s=round(wall, 1),
-                                build_started_epoch=round(t0, 1), finished_epoch=round(time.time(), 1),
-                                system_memory_used_peak_gib=mem.peak_gib,
-                                wheel={"path": str(wheels[0]), "bytes": wheels[0].stat().st_size} if wheels else None,
-                                log_tail=None if rc == 0 else log_tail(log))
+            return write_status(
+                updir,
+                state="done" if rc == 0 else "failed",
+                returncode=rc,
+                wall_s=round(wall, 1),
+                build_started_epoch=round(t0, 1),
+                finished_epoch=round(time.time(), 1),
+                system_memory_used_peak_gib=mem.peak_gib,
+                wheel={"path": str(wheels[0]), "bytes": wheels[0].stat().st_size} if wheels else None,
+                log_tail=None if rc == 0 else log_tail(log),
+            )
         # units mode: setup.py writes build.ninja with every nvcc call failing at once, then ninja
         # compiles only the common units with upstream's own commands.
         dry_env = dict(env, **{DRY_ENV: "1"})
@@ -762,12 +850,24 @@ def run_upstream(updir: Path) -> dict:
         t0 = time.time()
         with MemorySampler() as mem:
             rc, wall = run_logged(ninja, log, env=env, echo=False)
-        return write_status(updir, state="done" if rc == 0 else "failed", returncode=rc, wall_s=round(wall, 1),
-                            build_started_epoch=round(t0, 1), finished_epoch=round(time.time(), 1),
-                            system_memory_used_peak_gib=mem.peak_gib, log_tail=None if rc == 0 else log_tail(log))
+        return write_status(
+            updir,
+            state="done" if rc == 0 else "failed",
+            returncode=rc,
+            wall_s=round(wall, 1),
+            build_started_epoch=round(t0, 1),
+            finished_epoch=round(time.time(), 1),
+            system_memory_used_peak_gib=mem.peak_gib,
+            log_tail=None if rc == 0 else log_tail(log),
+        )
     except Exception as exc:
-        return write_status(updir, state="failed", error=f"{type(exc).__name__}: {exc}",
-                            finished_epoch=round(time.time(), 1), log_tail=log_tail(log))
+        return write_status(
+            updir,
+            state="failed",
+            error=f"{type(exc).__name__}: {exc}",
+            finished_epoch=round(time.time(), 1),
+            log_tail=log_tail(log),
+        )
 
 
 def _pip_knows_use_pep517(python: str) -> bool:
@@ -805,9 +905,14 @@ def start_background(updir: Path) -> int:
     """Start run_upstream detached (own session, no terminal, output to updir/runner.log); return its pid."""
     write_status(updir, state="starting", launched_epoch=round(time.time(), 1))
     with open(updir / "runner.log", "w", encoding="utf-8") as runner_log:
-        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--upstream-run", str(updir)],
-                                stdin=subprocess.DEVNULL, stdout=runner_log, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--upstream-run", str(updir)],
+            stdin=subprocess.DEVNULL,
+            stdout=runner_log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
     return proc.pid  # the runner records its own pid (the same) in status.json
 
 
@@ -816,8 +921,12 @@ def find_upstream_ninja_log(path: Path) -> Path | None:
     path = Path(path)
     if path.is_file() and path.name == ".ninja_log":
         return path
-    for pattern in (".ninja_log", "src/*/build/temp*/.ninja_log", "build/temp*/.ninja_log",
-                    "**/build/temp*/.ninja_log"):
+    for pattern in (
+        ".ninja_log",
+        "src/*/build/temp*/.ninja_log",
+        "build/temp*/.ninja_log",
+        "**/build/temp*/.ninja_log",
+    ):
         found = sorted(path.glob(pattern))
         if found:
             return found[0]
@@ -861,9 +970,15 @@ def compare(ours: dict, upstream: dict | None) -> dict:
     wall = ours.get("build_s")
     if wall and a.get("lower_bound_s"):
         ratio = wall / a["lower_bound_s"]
-        res["targets"].append({"target": "build wall <= 1.15 x lower bound", "value": round(ratio, 3),
-                               "goal": TARGET_LOWER_BOUND_RATIO, "met": ratio <= TARGET_LOWER_BOUND_RATIO,
-                               "detail": f"cmake --build {wall:.0f} s vs lower bound {a['lower_bound_s']:.0f} s"})
+        res["targets"].append(
+            {
+                "target": "build wall <= 1.15 x lower bound",
+                "value": round(ratio, 3),
+                "goal": TARGET_LOWER_BOUND_RATIO,
+                "met": ratio <= TARGET_LOWER_BOUND_RATIO,
+                "detail": f"cmake --build {wall:.0f} s vs lower bound {a['lower_bound_s']:.0f} s",
+            }
+        )
     if not upstream:
         res["upstream"] = "not measured"
         return res
@@ -876,24 +991,38 @@ def compare(ours: dict, upstream: dict | None) -> dict:
     common = sorted(set(ours_units) & set(up_units))
     res["common_units"] = common
     res["units_only_ours"] = sorted(set(ours_units) - set(up_units))
-    res["per_unit"] = [{"unit": u, "ours_s": ours_units[u], "upstream_s": up_units[u],
-                        "ratio": round(ours_units[u] / up_units[u], 3) if up_units[u] else None} for u in common]
+    res["per_unit"] = [
+        {
+            "unit": u,
+            "ours_s": ours_units[u],
+            "upstream_s": up_units[u],
+            "ratio": round(ours_units[u] / up_units[u], 3) if up_units[u] else None,
+        }
+        for u in common
+    ]
     if common:
         so, su = sum(ours_units[u] for u in common), sum(up_units[u] for u in common)
-        res["per_unit_sum"] = {"ours_s": round(so, 1), "upstream_s": round(su, 1),
-                               "ratio": round(so / su, 3) if su else None,
-                               "basis": f"sum of compile seconds of the {len(common)} units both built"}
+        res["per_unit_sum"] = {
+            "ours_s": round(so, 1),
+            "upstream_s": round(su, 1),
+            "ratio": round(so / su, 3) if su else None,
+            "basis": f"sum of compile seconds of the {len(common)} units both built",
+        }
     jobs = int(upstream.get("jobs") or ours.get("jobs") or 1)
     same = None
     if upstream.get("mode") == "units" and upstream.get("state") == "done" and not upstream.get("units_missing"):
-        same = {"upstream_s": upstream.get("wall_s"),
-                "basis": f"measured: ninja -j {jobs} on upstream's build.ninja, only the common units' objects "
-                         "(upstream's own compile commands; no link)"}
+        same = {
+            "upstream_s": upstream.get("wall_s"),
+            "basis": f"measured: ninja -j {jobs} on upstream's build.ninja, only the common units' objects "
+            "(upstream's own compile commands; no link)",
+        }
     elif common and set(ours_units) <= set(up_units):
         order = [u for u in upstream.get("start_order", []) if u in ours_units]
-        same = {"upstream_s": round(simulate_schedule([up_units[u] for u in order], jobs), 1),
-                "basis": f"estimate: replay of upstream's full-build .ninja_log, the {len(order)} common units in "
-                         f"the order its ninja started them, upstream's durations, {jobs} slots (no link)"}
+        same = {
+            "upstream_s": round(simulate_schedule([up_units[u] for u in order], jobs), 1),
+            "basis": f"estimate: replay of upstream's full-build .ninja_log, the {len(order)} common units in "
+            f"the order its ninja started them, upstream's durations, {jobs} slots (no link)",
+        }
     if same and wall and same["upstream_s"]:
         same["ours_s"] = wall
         same["ratio"] = round(wall / same["upstream_s"], 3)
@@ -904,16 +1033,28 @@ def compare(ours: dict, upstream: dict | None) -> dict:
             same["ours_compile_span_s"] = round(span, 1)
             same["ratio_compile_span"] = round(span / same["upstream_s"], 3)
         res["same_units"] = same
-        res["targets"].append({"target": "build wall <= 0.8 x upstream setup.py for the same units",
-                               "value": same["ratio"], "goal": TARGET_UPSTREAM_RATIO,
-                               "met": same["ratio"] <= TARGET_UPSTREAM_RATIO, "detail": same["basis"]})
+        res["targets"].append(
+            {
+                "target": "build wall <= 0.8 x upstream setup.py for the same units",
+                "value": same["ratio"],
+                "goal": TARGET_UPSTREAM_RATIO,
+                "met": same["ratio"] <= TARGET_UPSTREAM_RATIO,
+                "detail": same["basis"],
+            }
+        )
     elif common:
-        res["same_units"] = {"basis": "per-unit seconds only: upstream's log lacks some of our units "
-                                      f"({', '.join(sorted(set(ours_units) - set(up_units)))}) or our build failed"}
+        res["same_units"] = {
+            "basis": "per-unit seconds only: upstream's log lacks some of our units "
+            f"({', '.join(sorted(set(ours_units) - set(up_units)))}) or our build failed"
+        }
     if upstream.get("mode") == "full" and upstream.get("state") == "done":
-        res["full_builds"] = {"ours_s": wall, "ours_units": len(ours_units), "upstream_s": upstream.get("wall_s"),
-                              "upstream_units": len(up_units),
-                              "note": "not the same units: upstream's setup.py always builds all of its units"}
+        res["full_builds"] = {
+            "ours_s": wall,
+            "ours_units": len(ours_units),
+            "upstream_s": upstream.get("wall_s"),
+            "upstream_units": len(up_units),
+            "note": "not the same units: upstream's setup.py always builds all of its units",
+        }
     # Did the two builds overlap in time (they then shared the CPUs and the numbers are not clean)?
     o0, o1 = ours.get("build_started_epoch"), ours.get("finished_epoch")
     u0, u1 = upstream.get("build_started_epoch") or upstream.get("started_epoch"), upstream.get("finished_epoch")
@@ -933,25 +1074,32 @@ def render_markdown(record: dict) -> str:
     a = ours.get("analysis") or {}
     parts = ["# flash_attn build benchmark\n\n", machine.markdown(record["machine"]), "\n## Our build\n\n"]
     if ours:
-        parts.append(f"- kernel set `{ours.get('kernel_set')}` ({len(ours.get('units_expected') or [])} units), "
-                     f"archs {';'.join(ours.get('archs') or [])}, {ours.get('jobs')} jobs, nvcc {ours.get('nvcc')}\n"
-                     f"- state: {ours.get('state')}{(': ' + ours['error']) if ours.get('error') else ''}\n"
-                     f"- `{ours.get('configure_command')}`\n- `{ours.get('build_command')}`\n\n")
-        rows = [["configure", bc.fmt(ours.get("configure_s"), 1)],
-                ["build (cmake --build)", bc.fmt(ours.get("build_s"), 1)],
-                ["total", bc.fmt(ours.get("total_s"), 1)],
-                ["sum of compile seconds", bc.fmt(a.get("sum_compile_s"), 1)],
-                ["longest compile", bc.fmt(a.get("longest_compile_s"), 1)],
-                [f"lower bound: max(longest, sum / {a.get('jobs')})", bc.fmt(a.get("lower_bound_s"), 1)],
-                ["critical path", bc.fmt(a.get("critical_path_s"), 1)],
-                ["peak RSS of one compile (GiB)", _mib_to_gib(a.get("peak_rss_mib_max"))],
-                ["peak system memory in use (GiB)", bc.fmt(ours.get("system_memory_used_peak_gib"), 1)]]
+        parts.append(
+            f"- kernel set `{ours.get('kernel_set')}` ({len(ours.get('units_expected') or [])} units), "
+            f"archs {';'.join(ours.get('archs') or [])}, {ours.get('jobs')} jobs, nvcc {ours.get('nvcc')}\n"
+            f"- state: {ours.get('state')}{(': ' + ours['error']) if ours.get('error') else ''}\n"
+            f"- `{ours.get('configure_command')}`\n- `{ours.get('build_command')}`\n\n"
+        )
+        rows = [
+            ["configure", bc.fmt(ours.get("configure_s"), 1)],
+            ["build (cmake --build)", bc.fmt(ours.get("build_s"), 1)],
+            ["total", bc.fmt(ours.get("total_s"), 1)],
+            ["sum of compile seconds", bc.fmt(a.get("sum_compile_s"), 1)],
+            ["longest compile", bc.fmt(a.get("longest_compile_s"), 1)],
+            [f"lower bound: max(longest, sum / {a.get('jobs')})", bc.fmt(a.get("lower_bound_s"), 1)],
+            ["critical path", bc.fmt(a.get("critical_path_s"), 1)],
+            ["peak RSS of one compile (GiB)", _mib_to_gib(a.get("peak_rss_mib_max"))],
+            ["peak system memory in use (GiB)", bc.fmt(ours.get("system_memory_used_peak_gib"), 1)],
+        ]
         if ours.get("library"):
             rows.append(["shared object (MiB)", bc.fmt(ours["library"]["bytes"] / 2**20, 1)])
         parts.append(bc.md_table(["what", "seconds (unless stated)"], rows, "lr"))
         if a.get("critical_path"):
-            parts.append(f"\nCritical path ({a.get('critical_path_basis')}): "
-                         + " -> ".join(f"`{os.path.basename(n)}`" for n in a["critical_path"]) + "\n")
+            parts.append(
+                f"\nCritical path ({a.get('critical_path_basis')}): "
+                + " -> ".join(f"`{os.path.basename(n)}`" for n in a["critical_path"])
+                + "\n"
+            )
         up_units = (up or {}).get("unit_seconds") or {}
         up_mem = {r["unit"]: r["peak_rss_mib"] for r in (up or {}).get("edges", []) if r.get("unit")}
         body = []
@@ -960,22 +1108,47 @@ def render_markdown(record: dict) -> str:
             if r["unit"] and r["output"].endswith(("_align.cu.o", "_align.cu.obj")):
                 label += " (align)"
             u = up_units.get(r["unit"]) if r["unit"] else None
-            body.append([label, r["kind"], bc.fmt(r["seconds"], 1), _mib_to_gib(r["peak_rss_mib"]),
-                         bc.fmt(r["cpu_s"], 1), bc.fmt(u, 1),
-                         _mib_to_gib(up_mem.get(r["unit"])) if r["unit"] else "-",
-                         bc.fmt(r["seconds"] / u, 2, "x") if u else "-"])
+            body.append(
+                [
+                    label,
+                    r["kind"],
+                    bc.fmt(r["seconds"], 1),
+                    _mib_to_gib(r["peak_rss_mib"]),
+                    bc.fmt(r["cpu_s"], 1),
+                    bc.fmt(u, 1),
+                    _mib_to_gib(up_mem.get(r["unit"])) if r["unit"] else "-",
+                    bc.fmt(r["seconds"] / u, 2, "x") if u else "-",
+                ]
+            )
         parts.append("\n### Edges (slowest first)\n\n")
-        parts.append(bc.md_table(["edge", "kind", "seconds", "peak RSS GiB", "CPU s", "upstream s",
-                                  "upstream peak GiB", "ours / upstream"], body, "llrrrrrr"))
+        parts.append(
+            bc.md_table(
+                [
+                    "edge",
+                    "kind",
+                    "seconds",
+                    "peak RSS GiB",
+                    "CPU s",
+                    "upstream s",
+                    "upstream peak GiB",
+                    "ours / upstream",
+                ],
+                body,
+                "llrrrrrr",
+            )
+        )
     parts.append("\n## Upstream setup.py\n\n")
     if not up:
-        parts.append("Not measured in this run (use --upstream DIR, or --upstream-background DIR then "
-                     "--collect DIR).\n")
+        parts.append(
+            "Not measured in this run (use --upstream DIR, or --upstream-background DIR then --collect DIR).\n"
+        )
     else:
-        parts.append(f"- folder `{up.get('dir')}`, mode `{up.get('mode')}`, state **{up.get('state')}**"
-                     f"{(': ' + up['error']) if up.get('error') else ''}\n"
-                     f"- wall {bc.fmt(up.get('wall_s'), 1)} s; {len(up.get('unit_seconds') or {})} units in "
-                     f"`{up.get('ninja_log')}`\n")
+        parts.append(
+            f"- folder `{up.get('dir')}`, mode `{up.get('mode')}`, state **{up.get('state')}**"
+            f"{(': ' + up['error']) if up.get('error') else ''}\n"
+            f"- wall {bc.fmt(up.get('wall_s'), 1)} s; {len(up.get('unit_seconds') or {})} units in "
+            f"`{up.get('ninja_log')}`\n"
+        )
         if up.get("command"):
             parts.append(f"- `{up['command']}`\n")
         if up.get("ninja_command"):
@@ -987,22 +1160,29 @@ def render_markdown(record: dict) -> str:
     parts.append("\n## Comparison\n\n")
     if cmp_.get("per_unit_sum"):
         s = cmp_["per_unit_sum"]
-        parts.append(f"- per unit: ours {s['ours_s']} s vs upstream {s['upstream_s']} s = {s['ratio']}x "
-                     f"({s['basis']})\n")
+        parts.append(
+            f"- per unit: ours {s['ours_s']} s vs upstream {s['upstream_s']} s = {s['ratio']}x ({s['basis']})\n"
+        )
     if cmp_.get("same_units"):
         s = cmp_["same_units"]
         if s.get("ratio") is not None:
-            parts.append(f"- same units: ours {s['ours_s']} s vs upstream {s['upstream_s']} s = {s['ratio']}x; "
-                         f"upstream: {s['basis']}; ours: {s['ours_basis']}\n")
+            parts.append(
+                f"- same units: ours {s['ours_s']} s vs upstream {s['upstream_s']} s = {s['ratio']}x; "
+                f"upstream: {s['basis']}; ours: {s['ours_basis']}\n"
+            )
             if s.get("ours_compile_span_s") is not None:
-                parts.append(f"- same units, our compile phase only (first compile start to last compile end, no "
-                             f"link): {s['ours_compile_span_s']} s = {s['ratio_compile_span']}x upstream\n")
+                parts.append(
+                    f"- same units, our compile phase only (first compile start to last compile end, no "
+                    f"link): {s['ours_compile_span_s']} s = {s['ratio_compile_span']}x upstream\n"
+                )
         else:
             parts.append(f"- same units: {s['basis']}\n")
     if cmp_.get("full_builds"):
         f = cmp_["full_builds"]
-        parts.append(f"- full builds (context, {f['note']}): ours {f['ours_s']} s for {f['ours_units']} units, "
-                     f"upstream {f['upstream_s']} s for {f['upstream_units']} units\n")
+        parts.append(
+            f"- full builds (context, {f['note']}): ours {f['ours_s']} s for {f['ours_units']} units, "
+            f"upstream {f['upstream_s']} s for {f['upstream_units']} units\n"
+        )
     for w in cmp_.get("warnings") or []:
         parts.append(f"- **warning: {w}**\n")
     if cmp_.get("overlapped"):
@@ -1011,15 +1191,22 @@ def render_markdown(record: dict) -> str:
         parts.append("- upstream not measured\n")
     if cmp_.get("targets"):
         parts.append("\n## Targets (reported, not asserted)\n\n")
-        body = [[t["target"], bc.fmt(t["value"], 3), t["goal"], "yes" if t["met"] else "no", t["detail"]]
-                for t in cmp_["targets"]]
+        body = [
+            [t["target"], bc.fmt(t["value"], 3), t["goal"], "yes" if t["met"] else "no", t["detail"]]
+            for t in cmp_["targets"]
+        ]
         parts.append(bc.md_table(["target", "value", "goal", "met", "basis"], body, "lrrll"))
     return "".join(parts)
 
 
 def write_report(out: Path, ours: dict, upstream: dict | None) -> dict:
-    record = {"benchmark": "build", "machine": machine.collect(), "ours": ours, "upstream": upstream,
-              "comparison": compare(ours, upstream)}
+    record = {
+        "benchmark": "build",
+        "machine": machine.collect(),
+        "ours": ours,
+        "upstream": upstream,
+        "comparison": compare(ours, upstream),
+    }
     json_path, md_path = bc.write_results(out, "build", record, render_markdown(record))
     print(f"build.py: wrote {json_path} and {md_path}", file=sys.stderr)
     return record
@@ -1029,30 +1216,50 @@ def write_report(out: Path, ours: dict, upstream: dict | None) -> dict:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", type=Path, help="result folder (build.json, build.md, logs, ours-build/)")
     p.add_argument("--sdist", help="flash_attn-<pin>.tar.gz (default: $FLASH_ATTN_SDIST, <repo>/.sdist, the cache)")
     p.add_argument("--archs", default="90", help="SM list, e.g. 90 or 80;90 (default 90)")
     p.add_argument("--kernel-set", default="dev", help="kernel set of our build (default dev)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                   help="parallel compiles, ours (FLASH_ATTN_JOBS) and upstream's (MAX_JOBS); default: logical cores")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="parallel compiles, ours (FLASH_ATTN_JOBS) and upstream's (MAX_JOBS); default: logical cores",
+    )
     p.add_argument("--nvcc", help="nvcc both builds use (default: $CUDACXX, PATH, $CUDA_HOME/bin)")
     p.add_argument("--build-dir", help="our CMake build folder (default OUT/ours-build, recreated)")
     p.add_argument("--clean", action="store_true", help="delete a non-empty --build-dir first")
-    p.add_argument("--fatbin-compression", choices=["none", "default", "size", "speed", "balance"],
-                   help="FLASH_ATTN_FATBIN_COMPRESSION of our build (default: the project's)")
+    p.add_argument(
+        "--fatbin-compression",
+        choices=["none", "default", "size", "speed", "balance"],
+        help="FLASH_ATTN_FATBIN_COMPRESSION of our build (default: the project's)",
+    )
     p.add_argument("--cmake-arg", action="append", help="extra argument for our cmake configure; repeatable")
     p.add_argument("--reuse-ours", action="store_true", help="do not build; take our results from OUT/build.json")
     p.add_argument("--upstream", type=Path, metavar="DIR", help="also build upstream inline, after ours, in DIR")
-    p.add_argument("--upstream-background", type=Path, metavar="DIR",
-                   help="start upstream's build detached in DIR and return at once (nothing else is done)")
-    p.add_argument("--collect", type=Path, metavar="DIR",
-                   help="take upstream's results from DIR (a --upstream-background folder, or any folder holding "
-                        "upstream's build/temp*/.ninja_log)")
+    p.add_argument(
+        "--upstream-background",
+        type=Path,
+        metavar="DIR",
+        help="start upstream's build detached in DIR and return at once (nothing else is done)",
+    )
+    p.add_argument(
+        "--collect",
+        type=Path,
+        metavar="DIR",
+        help="take upstream's results from DIR (a --upstream-background folder, or any folder holding "
+        "upstream's build/temp*/.ninja_log)",
+    )
     p.add_argument("--wait-s", type=float, default=0.0, help="with --collect: wait up to this long for it to finish")
-    p.add_argument("--upstream-mode", choices=["full", "units"], default="full",
-                   help="full: pip wheel of the whole sdist; units: upstream's compile commands for our units only")
+    p.add_argument(
+        "--upstream-mode",
+        choices=["full", "units"],
+        default="full",
+        help="full: pip wheel of the whole sdist; units: upstream's compile commands for our units only",
+    )
     p.add_argument("--upstream-nvcc-threads", type=int, help="NVCC_THREADS for setup.py (default: unset, i.e. 4)")
     p.add_argument("--upstream-run", type=Path, help=argparse.SUPPRESS)  # internal: the detached runner
     args = p.parse_args(argv)
@@ -1086,8 +1293,11 @@ def main(argv: list[str] | None = None) -> int:
         updir = args.upstream_background.resolve()
         prepare_upstream_dir(updir, upstream_request(args, sdist, nvcc))
         pid = start_background(updir)
-        print(f"build.py: upstream build started in the background (pid {pid}) in {updir}; collect it later with "
-              f"python bench/build.py --out OUT --reuse-ours --collect {updir} [--wait-s SECONDS]", file=sys.stderr)
+        print(
+            f"build.py: upstream build started in the background (pid {pid}) in {updir}; collect it later with "
+            f"python bench/build.py --out OUT --reuse-ours --collect {updir} [--wait-s SECONDS]",
+            file=sys.stderr,
+        )
         return 0
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -1112,8 +1322,10 @@ def main(argv: list[str] | None = None) -> int:
         upstream = collect_upstream(args.collect.resolve(), args.wait_s)
     record = write_report(out, ours, upstream)
     for t in record["comparison"]["targets"]:
-        print(f"build.py: target '{t['target']}': {t['value']} (goal {t['goal']}) -> "
-              f"{'met' if t['met'] else 'NOT met'}", file=sys.stderr)
+        print(
+            f"build.py: target '{t['target']}': {t['value']} (goal {t['goal']}) -> {'met' if t['met'] else 'NOT met'}",
+            file=sys.stderr,
+        )
     return 0 if ours.get("state") == "done" else 1
 
 

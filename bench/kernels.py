@@ -163,8 +163,12 @@ def _worker(args: argparse.Namespace) -> int:
         return 2
     if on_gpu:
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        result["device"] = {"name": props.name, "capability": f"{props.major}.{props.minor}",
-                            "multiprocessors": props.multi_processor_count, "torch": torch.__version__}
+        result["device"] = {
+            "name": props.name,
+            "capability": f"{props.major}.{props.minor}",
+            "multiprocessors": props.multi_processor_count,
+            "torch": torch.__version__,
+        }
     else:  # --device cpu: only the tests use it, to run this loop without a GPU
         result["device"] = {"name": "cpu", "torch": torch.__version__}
 
@@ -189,8 +193,12 @@ def _worker(args: argparse.Namespace) -> int:
         kernels = info.pop("kernels", None)
         if kernels is not None:
             info["kernel_units"] = len(kernels)
-        result["flash_attn"] = {"version": flash_attn.__version__, "file": flash_attn.__file__,
-                                "library": os.environ.get("FLASH_ATTN_LIBRARY"), "build_info": info}
+        result["flash_attn"] = {
+            "version": flash_attn.__version__,
+            "file": flash_attn.__file__,
+            "library": os.environ.get("FLASH_ATTN_LIBRARY"),
+            "build_info": info,
+        }
 
         def ours(q, k, v, causal):
             return flash_attn.flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=causal)
@@ -261,8 +269,17 @@ def _worker(args: argparse.Namespace) -> int:
         try:
             q, k, v, dout = (torch.randn(dims, device=args.device, dtype=dt, generator=gen) for _ in range(4))
         except Exception as exc:  # OOM on a small GPU
-            return [{"shape": asdict(shape), "mode": mode, "impl": name, "status": classify_error(exc),
-                     "message": str(exc)[:300]} for mode in MODES for name in impls]
+            return [
+                {
+                    "shape": asdict(shape),
+                    "mode": mode,
+                    "impl": name,
+                    "status": classify_error(exc),
+                    "message": str(exc)[:300],
+                }
+                for mode in MODES
+                for name in impls
+            ]
         plain = (q, k, v, dout)
         grads = tuple(t.detach().clone().requires_grad_(True) for t in (q, k, v)) + (dout,)
         outputs: dict = {}
@@ -285,8 +302,14 @@ def _worker(args: argparse.Namespace) -> int:
                     continue
                 stats = bc.summarize(times)
                 flops = attention_flops(shape, mode, args.fwd_bwd_flop_factor)
-                case.update(status="ok", timed_calls=n, warmup_calls=args.warmup, ms=stats,
-                            tflops=round(tflops(flops, stats["median"]), 1), flops=flops)
+                case.update(
+                    status="ok",
+                    timed_calls=n,
+                    warmup_calls=args.warmup,
+                    ms=stats,
+                    tflops=round(tflops(flops, stats["median"]), 1),
+                    flops=flops,
+                )
         # Sanity check of what was timed: each forward output against the first SDPA baseline's.
         reference = next((outputs[b] for b in BASELINES if b in outputs), None)
         if reference is not None:
@@ -300,8 +323,9 @@ def _worker(args: argparse.Namespace) -> int:
         cases = run_shape(index, shape)
         result["cases"].extend(cases)
         save()
-        summary = ", ".join(f"{c['mode']}:{c['impl']}={c['ms']['median'] if c.get('ms') else c['status']}"
-                            for c in cases)
+        summary = ", ".join(
+            f"{c['mode']}:{c['impl']}={c['ms']['median'] if c.get('ms') else c['status']}" for c in cases
+        )
         print(f"[{args.label}] {index + 1}/{len(shapes)} {shape.key}: {summary}", file=sys.stderr, flush=True)
     save()
     return 2 if result.get("error") else 0
@@ -310,12 +334,34 @@ def _worker(args: argparse.Namespace) -> int:
 # -- parent: run workers, merge, render -----------------------------------------------------------
 
 
-def _worker_command(args: argparse.Namespace, target: bc.BuildTarget, result: Path, with_baselines: bool,
-                    no_ours: bool) -> list[str]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--result", str(result), "--label",
-           target.label, "--shapes", args.shapes, "--warmup", str(args.warmup), "--min-iters", str(args.min_iters),
-           "--max-iters", str(args.max_iters), "--target-s", str(args.target_s), "--seed", str(args.seed),
-           "--fwd-bwd-flop-factor", str(args.fwd_bwd_flop_factor), "--device", args.device]
+def _worker_command(
+    args: argparse.Namespace, target: bc.BuildTarget, result: Path, with_baselines: bool, no_ours: bool
+) -> list[str]:
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        "--result",
+        str(result),
+        "--label",
+        target.label,
+        "--shapes",
+        args.shapes,
+        "--warmup",
+        str(args.warmup),
+        "--min-iters",
+        str(args.min_iters),
+        "--max-iters",
+        str(args.max_iters),
+        "--target-s",
+        str(args.target_s),
+        "--seed",
+        str(args.seed),
+        "--fwd-bwd-flop-factor",
+        str(args.fwd_bwd_flop_factor),
+        "--device",
+        args.device,
+    ]
     if target.kind == "library":
         cmd += ["--lib", str(target.library)]
     if with_baselines:
@@ -359,8 +405,11 @@ def rows_with_ratios(merged: dict) -> list[dict]:
             c = cases.get(impl)
             if c is None:
                 continue
-            row["results"][impl] = {k: c.get(k) for k in ("status", "ms", "tflops", "timed_calls", "message",
-                                                          "max_abs_diff_vs_sdpa") if c.get(k) is not None}
+            row["results"][impl] = {
+                k: c.get(k)
+                for k in ("status", "ms", "tflops", "timed_calls", "message", "max_abs_diff_vs_sdpa")
+                if c.get(k) is not None
+            }
         for ours in merged["ours"]:
             for base in merged["baselines"]:
                 r = ratio(cases.get(base), cases.get(ours))
@@ -405,9 +454,11 @@ def render_markdown(record: dict) -> str:
     )
     for build in record["builds"]:
         bi = (build.get("flash_attn") or {}).get("build_info") or {}
-        parts.append(f"- build `{build['label']}`: {build.get('source') or 'installed flash_attn'}; kernel set "
-                     f"{bi.get('kernel_set', '?')}, fatbin compression {bi.get('fatbin_compression', '?')}, "
-                     f"deltas {json.dumps(bi.get('deltas')) if 'deltas' in bi else '?'}\n")
+        parts.append(
+            f"- build `{build['label']}`: {build.get('source') or 'installed flash_attn'}; kernel set "
+            f"{bi.get('kernel_set', '?')}, fatbin compression {bi.get('fatbin_compression', '?')}, "
+            f"deltas {json.dumps(bi.get('deltas')) if 'deltas' in bi else '?'}\n"
+        )
     for mode in MODES:
         rows = [r for r in record["results"] if r["mode"] == mode]
         if not rows:
@@ -426,11 +477,18 @@ def render_markdown(record: dict) -> str:
         parts.append(bc.md_table(headers, body, "llrrrr" + "r" * (len(headers) - 6)))
     if record.get("geomean_ratios"):
         parts.append("\n## Geometric mean of the ratios (shapes where both ran)\n\n")
-        body = [[k, mode, bc.fmt(v, 3, "x")] for k, per_mode in record["geomean_ratios"].items()
-                for mode, v in per_mode.items()]
+        body = [
+            [k, mode, bc.fmt(v, 3, "x")]
+            for k, per_mode in record["geomean_ratios"].items()
+            for mode, v in per_mode.items()
+        ]
         parts.append(bc.md_table(["flash_attn vs baseline", "mode", "geomean ratio"], body, "llr"))
-    problems = [(r, i, res) for r in record["results"] for i, res in r["results"].items()
-                if res.get("status") not in ("ok", None) and res.get("message")]
+    problems = [
+        (r, i, res)
+        for r in record["results"]
+        for i, res in r["results"].items()
+        if res.get("status") not in ("ok", None) and res.get("message")
+    ]
     if problems:
         parts.append("\n## Messages\n\n")
         seen = set()
@@ -447,24 +505,41 @@ def render_markdown(record: dict) -> str:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", type=Path, help="result folder (kernels.json, kernels.md)")
-    p.add_argument("--build", action="append", metavar="LABEL=PATH",
-                   help="a build to time: CMake build dir, _C_<group>.so, install folder or .whl; repeatable. "
-                        "Default: the flash_attn the interpreter imports")
-    p.add_argument("--shapes", choices=sorted(SHAPE_SETS), default="release",
-                   help="release: the 28 shapes (default); smoke: 2 small shapes; tiny: for the CPU tests")
+    p.add_argument(
+        "--build",
+        action="append",
+        metavar="LABEL=PATH",
+        help="a build to time: CMake build dir, _C_<group>.so, install folder or .whl; repeatable. "
+        "Default: the flash_attn the interpreter imports",
+    )
+    p.add_argument(
+        "--shapes",
+        choices=sorted(SHAPE_SETS),
+        default="release",
+        help="release: the 28 shapes (default); smoke: 2 small shapes; tiny: for the CPU tests",
+    )
     p.add_argument("--no-baselines", action="store_true", help="skip the SDPA baselines")
     p.add_argument("--baselines-only", action="store_true", help="only the SDPA baselines (no flash_attn needed)")
     p.add_argument("--warmup", type=int, default=10, help="untimed calls before timing (default 10)")
     p.add_argument("--min-iters", type=int, default=MIN_TIMED_CALLS, help="timed calls at least (>= 50)")
     p.add_argument("--max-iters", type=int, default=200, help="timed calls at most (default 200)")
-    p.add_argument("--target-s", type=float, default=0.2,
-                   help="timed calls fill about this many seconds per case, within the bounds (default 0.2)")
-    p.add_argument("--fwd-bwd-flop-factor", type=float, default=FWD_BWD_FLOP_FACTOR,
-                   help=f"fwd_bwd FLOPs = this x forward FLOPs (default {FWD_BWD_FLOP_FACTOR}; upstream uses "
-                        f"{UPSTREAM_FWD_BWD_FLOP_FACTOR})")
+    p.add_argument(
+        "--target-s",
+        type=float,
+        default=0.2,
+        help="timed calls fill about this many seconds per case, within the bounds (default 0.2)",
+    )
+    p.add_argument(
+        "--fwd-bwd-flop-factor",
+        type=float,
+        default=FWD_BWD_FLOP_FACTOR,
+        help=f"fwd_bwd FLOPs = this x forward FLOPs (default {FWD_BWD_FLOP_FACTOR}; upstream uses "
+        f"{UPSTREAM_FWD_BWD_FLOP_FACTOR})",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help=argparse.SUPPRESS)  # cpu: tests only
     p.add_argument("--worker-timeout-s", type=float, default=1200)
@@ -508,8 +583,11 @@ def main(argv: list[str] | None = None) -> int:
         result_file.unlink(missing_ok=True)
         with_baselines = i == 0 and not args.no_baselines
         cmd = _worker_command(args, target, result_file, with_baselines, args.baselines_only)
-        print(f"kernels.py: worker '{target.label}' ({target.kind}{', with SDPA baselines' if with_baselines else ''})",
-              file=sys.stderr, flush=True)
+        print(
+            f"kernels.py: worker '{target.label}' ({target.kind}{', with SDPA baselines' if with_baselines else ''})",
+            file=sys.stderr,
+            flush=True,
+        )
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, env=target.env(), timeout=args.worker_timeout_s)
@@ -522,8 +600,13 @@ def main(argv: list[str] | None = None) -> int:
                 data = json.loads(result_file.read_text(encoding="utf-8"))
             except ValueError as exc:
                 err = f"unreadable worker result: {exc}"
-        data.update(label=target.label, source=target.source, kind=target.kind, returncode=rc,
-                    wall_s=round(time.perf_counter() - t0, 1))
+        data.update(
+            label=target.label,
+            source=target.source,
+            kind=target.kind,
+            returncode=rc,
+            wall_s=round(time.perf_counter() - t0, 1),
+        )
         if err or data.get("error"):
             data["error"] = err or data.get("error")
         if rc not in (0, None) and not data.get("error"):
@@ -535,8 +618,14 @@ def main(argv: list[str] | None = None) -> int:
     for o in merged["ours"]:
         for b in merged["baselines"]:
             key = f"{o} vs {b}"
-            geo[key] = {m: (None if (g := geomean([r["ratios"].get(key) for r in results if r["mode"] == m]))
-                            is None else round(g, 3)) for m in MODES}
+            geo[key] = {
+                m: (
+                    None
+                    if (g := geomean([r["ratios"].get(key) for r in results if r["mode"] == m])) is None
+                    else round(g, 3)
+                )
+                for m in MODES
+            }
     record = {
         "benchmark": "kernels",
         "machine": machine_info,

@@ -52,11 +52,11 @@ def elf_section_sizes(path: Path) -> dict[str, int]:
         end = "<" if ident[5] == 1 else ">"
         if is64:
             hdr = fh.read(48)
-            shoff, = struct.unpack_from(end + "Q", hdr, 24)
+            (shoff,) = struct.unpack_from(end + "Q", hdr, 24)
             shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", hdr, 42)
         else:
             hdr = fh.read(36)
-            shoff, = struct.unpack_from(end + "I", hdr, 16)
+            (shoff,) = struct.unpack_from(end + "I", hdr, 16)
             shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", hdr, 30)
         if shoff == 0 or shnum == 0:
             return {}
@@ -75,7 +75,7 @@ def elf_section_sizes(path: Path) -> dict[str, int]:
         strtab = fh.read(str_size)
     sizes = {}
     for name_off, _offset, size in sections:
-        name = strtab[name_off:strtab.find(b"\0", name_off)].decode("ascii", errors="replace")
+        name = strtab[name_off : strtab.find(b"\0", name_off)].decode("ascii", errors="replace")
         if name:
             sizes[name] = sizes.get(name, 0) + size
     return sizes
@@ -113,8 +113,14 @@ def _child(args: argparse.Namespace) -> int:
         flash_attn.flash_attn_func(q, k, v, causal=args.causal)
         torch.cuda.synchronize()
         t5 = time.perf_counter()
-        record.update(import_torch_s=t1 - t0, import_flash_attn_s=t2 - t1, cuda_init_s=t3 - t2,
-                      first_call_s=t4 - t3, second_call_s=t5 - t4, in_child_s=t4 - t0)
+        record.update(
+            import_torch_s=t1 - t0,
+            import_flash_attn_s=t2 - t1,
+            cuda_init_s=t3 - t2,
+            first_call_s=t4 - t3,
+            second_call_s=t5 - t4,
+            in_child_s=t4 - t0,
+        )
     except Exception as exc:
         record["error"] = f"{type(exc).__name__}: {exc}"
     print(MARK + json.dumps(record), flush=True)
@@ -141,7 +147,7 @@ def run_once(target: bc.BuildTarget, child_args: list[str], timeout_s: float) ->
                 if line.startswith(READY) and ready is None:
                     ready = time.perf_counter() - t0
                 elif line.startswith(MARK):
-                    result = json.loads(line[len(MARK):])
+                    result = json.loads(line[len(MARK) :])
             proc.wait()
         finally:
             timed_out = not timer.is_alive() and proc.returncode not in (0, 1)
@@ -189,8 +195,13 @@ def library_sizes(target: bc.BuildTarget) -> dict:
     lib = Path(target.library)
     sections = elf_section_sizes(lib)
     info = bc.read_build_info_near(str(lib)) or {}
-    sizes = {"library": str(lib), "bytes": lib.stat().st_size, "nv_fatbin_bytes": sections.get(".nv_fatbin"),
-             "fatbin_compression": info.get("fatbin_compression"), "kernel_set": info.get("kernel_set")}
+    sizes = {
+        "library": str(lib),
+        "bytes": lib.stat().st_size,
+        "nv_fatbin_bytes": sections.get(".nv_fatbin"),
+        "fatbin_compression": info.get("fatbin_compression"),
+        "kernel_set": info.get("kernel_set"),
+    }
     if target.kind == "wheel" and target.source:
         sizes["wheel_bytes"] = Path(target.source).stat().st_size
     return sizes
@@ -199,12 +210,26 @@ def library_sizes(target: bc.BuildTarget) -> dict:
 def render_markdown(record: dict) -> str:
     parts = ["# flash_attn load cost\n\n", machine.markdown(record["machine"]), "\n"]
     s = record["shape"]
-    parts.append(f"First call: flash_attn_func, {s['dtype']}, B={s['batch']} S={s['seqlen']} H={s['heads']} "
-                 f"D={s['head_dim']}, causal={s['causal']}. {record['reps']} counted repetitions per build after "
-                 f"{record['warmup_runs']} discarded; medians in seconds. `ready` is measured by the parent from "
-                 "spawning the child to the child's report after the first forward call finished.\n\n")
-    headers = ["build", "compression", ".so MiB", ".nv_fatbin MiB", "ready", "ready (first rep)",
-               "python start", "import torch", "import flash_attn", "CUDA init", "first call", "second call"]
+    parts.append(
+        f"First call: flash_attn_func, {s['dtype']}, B={s['batch']} S={s['seqlen']} H={s['heads']} "
+        f"D={s['head_dim']}, causal={s['causal']}. {record['reps']} counted repetitions per build after "
+        f"{record['warmup_runs']} discarded; medians in seconds. `ready` is measured by the parent from "
+        "spawning the child to the child's report after the first forward call finished.\n\n"
+    )
+    headers = [
+        "build",
+        "compression",
+        ".so MiB",
+        ".nv_fatbin MiB",
+        "ready",
+        "ready (first rep)",
+        "python start",
+        "import torch",
+        "import flash_attn",
+        "CUDA init",
+        "first call",
+        "second call",
+    ]
     body = []
     for b in record["builds"]:
         sm = b["summary"]
@@ -214,11 +239,22 @@ def render_markdown(record: dict) -> str:
             return bc.fmt(sm[key]["median"], 3) if key in sm else "-"
 
         first = next((r.get("ready_s") for r in b["runs"] if "error" not in r), None)
-        body.append([b["label"], sz.get("fatbin_compression") or "?",
-                     bc.fmt(sz["bytes"] / 2**20 if sz.get("bytes") else None, 1),
-                     bc.fmt(sz["nv_fatbin_bytes"] / 2**20 if sz.get("nv_fatbin_bytes") else None, 1),
-                     med("ready_s"), bc.fmt(first, 3), med("python_start_s"), med("import_torch_s"),
-                     med("import_flash_attn_s"), med("cuda_init_s"), med("first_call_s"), med("second_call_s")])
+        body.append(
+            [
+                b["label"],
+                sz.get("fatbin_compression") or "?",
+                bc.fmt(sz["bytes"] / 2**20 if sz.get("bytes") else None, 1),
+                bc.fmt(sz["nv_fatbin_bytes"] / 2**20 if sz.get("nv_fatbin_bytes") else None, 1),
+                med("ready_s"),
+                bc.fmt(first, 3),
+                med("python_start_s"),
+                med("import_torch_s"),
+                med("import_flash_attn_s"),
+                med("cuda_init_s"),
+                med("first_call_s"),
+                med("second_call_s"),
+            ]
+        )
     parts.append(bc.md_table(headers, body, "ll" + "r" * (len(headers) - 2)))
     if len(record["builds"]) >= 2:
         base = record["builds"][0]
@@ -242,12 +278,17 @@ def render_markdown(record: dict) -> str:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", type=Path, help="result folder (load_cost.json, load_cost.md)")
-    p.add_argument("--build", action="append", metavar="LABEL=PATH",
-                   help="a build: CMake build dir, _C_<group>.so, install folder or .whl; repeatable "
-                        "(e.g. none=build/none size=build/size)")
+    p.add_argument(
+        "--build",
+        action="append",
+        metavar="LABEL=PATH",
+        help="a build: CMake build dir, _C_<group>.so, install folder or .whl; repeatable "
+        "(e.g. none=build/none size=build/size)",
+    )
     p.add_argument("--reps", type=int, default=7, help="counted repetitions per build (default 7)")
     p.add_argument("--warmup-runs", type=int, default=1, help="discarded runs per build first (default 1)")
     p.add_argument("--timeout-s", type=float, default=300)
@@ -278,8 +319,18 @@ def main(argv: list[str] | None = None) -> int:
     except bc.TargetError as exc:
         print(f"load_cost.py: {exc}", file=sys.stderr)
         return 2
-    child_args = ["--dtype", args.dtype, "--batch", str(args.batch), "--seqlen", str(args.seqlen),
-                  "--heads", str(args.heads), "--head-dim", str(args.head_dim)] + (["--causal"] if args.causal else [])
+    child_args = [
+        "--dtype",
+        args.dtype,
+        "--batch",
+        str(args.batch),
+        "--seqlen",
+        str(args.seqlen),
+        "--heads",
+        str(args.heads),
+        "--head-dim",
+        str(args.head_dim),
+    ] + (["--causal"] if args.causal else [])
     by_label = {t.label: t for t in targets}
     runs: dict[str, list[dict]] = {t.label: [] for t in targets}
     warm: dict[str, list[dict]] = {t.label: [] for t in targets}
@@ -292,16 +343,33 @@ def main(argv: list[str] | None = None) -> int:
             r = run_once(by_label[label], child_args, args.timeout_s)
             r["rep"] = rep
             runs[label].append(r)
-            print(f"load_cost.py: rep {rep + 1}/{args.reps} {label}: ready {bc.fmt(r.get('ready_s'), 3)} s"
-                  + (f" ERROR {r['error']}" if "error" in r else ""), file=sys.stderr, flush=True)
-    builds = [{**by_label[label].as_dict(), "sizes": library_sizes(by_label[label]),
-               "summary": summarise_runs(runs[label]), "runs": runs[label], "warmup": warm[label]}
-              for label in labels]
+            print(
+                f"load_cost.py: rep {rep + 1}/{args.reps} {label}: ready {bc.fmt(r.get('ready_s'), 3)} s"
+                + (f" ERROR {r['error']}" if "error" in r else ""),
+                file=sys.stderr,
+                flush=True,
+            )
+    builds = [
+        {
+            **by_label[label].as_dict(),
+            "sizes": library_sizes(by_label[label]),
+            "summary": summarise_runs(runs[label]),
+            "runs": runs[label],
+            "warmup": warm[label],
+        }
+        for label in labels
+    ]
     record = {
         "benchmark": "load_cost",
         "machine": machine.collect(),
-        "shape": {"dtype": args.dtype, "batch": args.batch, "seqlen": args.seqlen, "heads": args.heads,
-                  "head_dim": args.head_dim, "causal": args.causal},
+        "shape": {
+            "dtype": args.dtype,
+            "batch": args.batch,
+            "seqlen": args.seqlen,
+            "heads": args.heads,
+            "head_dim": args.head_dim,
+            "causal": args.causal,
+        },
         "reps": args.reps,
         "warmup_runs": args.warmup_runs,
         "conventions": {

@@ -52,7 +52,7 @@ def split_argv(argv: list[str]) -> tuple[str | None, list[str]]:
             raise SystemExit("measure_launcher.py: --log needs a file")
         log, rest = rest[1], rest[2:]
     elif rest and rest[0].startswith("--log="):
-        log, rest = rest[0][len("--log="):], rest[1:]
+        log, rest = rest[0][len("--log=") :], rest[1:]
     if rest and rest[0] == "--":
         rest = rest[1:]
     return log, rest

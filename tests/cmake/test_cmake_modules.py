@@ -54,11 +54,7 @@ def results(proc: subprocess.CompletedProcess) -> dict[str, str]:
 
 
 def status_lines(proc: subprocess.CompletedProcess) -> list[str]:
-    return [
-        line[3:]
-        for line in proc.stdout.splitlines()
-        if line.startswith("-- flash_attn:")
-    ]
+    return [line[3:] for line in proc.stdout.splitlines() if line.startswith("-- flash_attn:")]
 
 
 def error_text(proc: subprocess.CompletedProcess) -> str:
@@ -155,7 +151,7 @@ def test_blackwell(cuda):
 )
 def test_custom(cuda, archs, expected):
     keys = ("OUT_ARCHS", "OUT_CUDA_ARCHITECTURES", "OUT_PTX_ARCH", "OUT_SASS")
-    assert results(arch_group("custom", cuda, archs)) == dict(zip(keys, expected))
+    assert results(arch_group("custom", cuda, archs)) == dict(zip(keys, expected, strict=True))
 
 
 @pytest.mark.parametrize("quoted", [False, True])
@@ -194,16 +190,42 @@ def test_groups_list_and_scope():
         # Blackwell before CUDA 12.8
         ("blackwell", "12.6", None, "sm_100 (Blackwell, B200) needs CUDA 12.8 or newer; this toolkit is CUDA 12.6"),
         ("custom", "12.6", "100", "sm_100 (Blackwell, B200) needs CUDA 12.8 or newer; this toolkit is CUDA 12.6"),
-        ("custom", "12.4", "80;120", "sm_120 (Blackwell, RTX 50xx / RTX PRO) needs CUDA 12.8 or newer; this toolkit is CUDA 12.4"),
+        (
+            "custom",
+            "12.4",
+            "80;120",
+            "sm_120 (Blackwell, RTX 50xx / RTX PRO) needs CUDA 12.8 or newer; this toolkit is CUDA 12.4",
+        ),
         # sm_121 before CUDA 12.9
-        ("blackwell", "12.8", None, "sm_121 (Blackwell, GB10 / DGX Spark) needs CUDA 12.9 or newer; this toolkit is CUDA 12.8"),
-        ("custom", "12.8.1", "12.1", "sm_121 (Blackwell, GB10 / DGX Spark) needs CUDA 12.9 or newer; this toolkit is CUDA 12.8.1"),
+        (
+            "blackwell",
+            "12.8",
+            None,
+            "sm_121 (Blackwell, GB10 / DGX Spark) needs CUDA 12.9 or newer; this toolkit is CUDA 12.8",
+        ),
+        (
+            "custom",
+            "12.8.1",
+            "12.1",
+            "sm_121 (Blackwell, GB10 / DGX Spark) needs CUDA 12.9 or newer; this toolkit is CUDA 12.8.1",
+        ),
         # below sm_80
         ("custom", "13.0", "75", "FlashAttention-2 needs sm_80 or newer (Ampere); sm_75 was requested"),
         ("custom", "12.8", "7.0;8.0", "FlashAttention-2 needs sm_80 or newer (Ampere); sm_70 was requested"),
         # Thor
-        ("custom", "13.0", "110", "sm_110 (Jetson Thor) is not built by this project. sm_101 was renamed sm_110 in CUDA 13, and the blackwell group targets discrete GPUs (sm_100, sm_120) and GB10 (sm_121), not Thor."),
-        ("custom", "12.9", "100;101", "sm_101 (Jetson Thor) is not built by this project. sm_101 was renamed sm_110 in CUDA 13"),
+        (
+            "custom",
+            "13.0",
+            "110",
+            "sm_110 (Jetson Thor) is not built by this project. sm_101 was renamed sm_110 in CUDA 13, "
+            "and the blackwell group targets discrete GPUs (sm_100, sm_120) and GB10 (sm_121), not Thor.",
+        ),
+        (
+            "custom",
+            "12.9",
+            "100;101",
+            "sm_101 (Jetson Thor) is not built by this project. sm_101 was renamed sm_110 in CUDA 13",
+        ),
         # unknown group, empty custom list
         ("hopper", "13.0", None, "unknown arch group 'hopper'. Valid groups: blackwell, legacy, custom"),
         (None, "13.0", None, "no arch group given. Pass GROUP with one of: blackwell, legacy, custom"),
@@ -276,9 +298,7 @@ def test_msvc(cuda, torch, std, cxx):
     out = results(host_flags("MSVC", "19.44.35207.1", cuda, torch))
     assert out["OUT_CXX_STANDARD"] == std
     assert split(out["OUT_CXX_FLAGS"]) == cxx
-    assert split(out["OUT_CUDA_FLAGS"]) == NVCC_COMMON + [f"-std=c++{std}"] + [
-        f"-Xcompiler={flag}" for flag in cxx
-    ]
+    assert split(out["OUT_CUDA_FLAGS"]) == NVCC_COMMON + [f"-std=c++{std}"] + [f"-Xcompiler={flag}" for flag in cxx]
     # /permissive- and /std:c++20 only with torch >= 2.13
     assert ("/permissive-" in cxx) == (std == "20")
 
@@ -306,9 +326,7 @@ def test_gnu_like(compiler_id, version, torch, std):
     assert out == {
         "OUT_CXX_STANDARD": std,
         "OUT_CXX_FLAGS": "-fvisibility=hidden",
-        "OUT_CUDA_FLAGS": ";".join(
-            NVCC_COMMON + [f"-std=c++{std}", "-Xcompiler=-fvisibility=hidden"]
-        ),
+        "OUT_CUDA_FLAGS": ";".join(NVCC_COMMON + [f"-std=c++{std}", "-Xcompiler=-fvisibility=hidden"]),
     }
 
 

@@ -139,6 +139,4 @@ def test_nothing_marked_for_export():
 def test_no_upstream_copyright_lines():
     for path in _binding_sources():
         text = path.read_text()
-        assert not re.search(r"Copyright|Tri Dao", text), (
-            f"{path.relative_to(ROOT)} carries an upstream copyright line"
-        )
+        assert not re.search(r"Copyright|Tri Dao", text), f"{path.relative_to(ROOT)} carries an upstream copyright line"

@@ -31,8 +31,12 @@ LOG_V5 = textwrap.dedent("""\
 
 def test_parse_ninja_log_one_build():
     edges = bb.last_build(LOG_V5)
-    assert [e.name.rsplit("/", 1)[-1] for e in edges] == ["ops.cpp.o", "fwd_hdim64_fp16.cu.o",
-                                                          "bwd_hdim128_fp16.cu.o", "_C_custom.so"]
+    assert [e.name.rsplit("/", 1)[-1] for e in edges] == [
+        "ops.cpp.o",
+        "fwd_hdim64_fp16.cu.o",
+        "bwd_hdim128_fp16.cu.o",
+        "_C_custom.so",
+    ]
     assert {e.name.rsplit("/", 1)[-1]: e.seconds for e in edges}["bwd_hdim128_fp16.cu.o"] == pytest.approx(1.2)
     assert edges[-1].start_ms == 1200 and edges[-1].end_ms == 1500
 
@@ -49,12 +53,14 @@ def test_parse_ninja_log_splits_builds_and_keeps_last_of_repeated_output():
 
 
 def test_parse_ninja_log_v7_joins_outputs_of_one_edge_and_skips_junk():
-    text = ("# ninja log v7\n"
-            "0\t400\t1795976285434449112\tgen.h\tfed7\n"
-            "0\t400\t1795976285434449112\tgen.cpp\tfed7\n"
-            "garbage line\n"
-            "x\t1\t2\tbad.o\th\n"
-            "400\t900\t1795976285758064930\tlib.so\t3d58\n")
+    text = (
+        "# ninja log v7\n"
+        "0\t400\t1795976285434449112\tgen.h\tfed7\n"
+        "0\t400\t1795976285434449112\tgen.cpp\tfed7\n"
+        "garbage line\n"
+        "x\t1\t2\tbad.o\th\n"
+        "400\t900\t1795976285758064930\tlib.so\t3d58\n"
+    )
     edges = bb.last_build(text)
     assert len(edges) == 2
     assert set(edges[0].outputs) == {"gen.h", "gen.cpp"}
@@ -65,29 +71,35 @@ def test_parse_ninja_log_v7_joins_outputs_of_one_edge_and_skips_junk():
 # -- unit names -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("obj", "unit"), [
-    ("build/temp.linux-x86_64-cpython-312/csrc/flash_attn/src/flash_fwd_hdim64_fp16_sm80.o", "fwd_hdim64_fp16"),
-    ("/abs/flash_bwd_hdim128_bf16_causal_sm80.o", "bwd_hdim128_bf16_causal"),
-    ("flash_fwd_split_hdim256_fp16_causal_sm80.o", "fwd_split_hdim256_fp16_causal"),
-    ("flash_fwd_split_hdim32_bf16_sm90.o", "fwd_split_hdim32_bf16"),
-    ("C:\\b\\flash_fwd_hdim96_bf16_sm80.obj", "fwd_hdim96_bf16"),
-    ("csrc/flash_attn/flash_api.o", None),
-    ("flash_fwd_hdim48_fp16_sm80.o", None),  # not a head dim upstream instantiates
-    ("flash_fwd_hdim64_fp32_sm80.o", None),
-])
+@pytest.mark.parametrize(
+    ("obj", "unit"),
+    [
+        ("build/temp.linux-x86_64-cpython-312/csrc/flash_attn/src/flash_fwd_hdim64_fp16_sm80.o", "fwd_hdim64_fp16"),
+        ("/abs/flash_bwd_hdim128_bf16_causal_sm80.o", "bwd_hdim128_bf16_causal"),
+        ("flash_fwd_split_hdim256_fp16_causal_sm80.o", "fwd_split_hdim256_fp16_causal"),
+        ("flash_fwd_split_hdim32_bf16_sm90.o", "fwd_split_hdim32_bf16"),
+        ("C:\\b\\flash_fwd_hdim96_bf16_sm80.obj", "fwd_hdim96_bf16"),
+        ("csrc/flash_attn/flash_api.o", None),
+        ("flash_fwd_hdim48_fp16_sm80.o", None),  # not a head dim upstream instantiates
+        ("flash_fwd_hdim64_fp32_sm80.o", None),
+    ],
+)
 def test_upstream_unit_of(obj, unit):
     assert bb.upstream_unit_of(obj) == unit
 
 
-@pytest.mark.parametrize(("obj", "unit"), [
-    ("CMakeFiles/flash_attn_native.dir/kernels/units/fwd_hdim64_fp16.cu.o", "fwd_hdim64_fp16"),
-    ("CMakeFiles/flash_attn_native.dir/kernels/units/bwd_hdim128_bf16_causal.cu.o", "bwd_hdim128_bf16_causal"),
-    ("CMakeFiles/x.dir/kernels/units/fwd_split_hdim64_fp16_align.cu.o", "fwd_split_hdim64_fp16"),
-    ("CMakeFiles/flash_attn_native.dir/kernels/dispatch.cu.o", None),
-    ("CMakeFiles/flash_attn_native.dir/src/binding/ops.cpp.o", None),
-    ("_C_custom.so", None),
-    ("kernels/units/fwd_hdim100_fp16.cu.o", None),
-])
+@pytest.mark.parametrize(
+    ("obj", "unit"),
+    [
+        ("CMakeFiles/flash_attn_native.dir/kernels/units/fwd_hdim64_fp16.cu.o", "fwd_hdim64_fp16"),
+        ("CMakeFiles/flash_attn_native.dir/kernels/units/bwd_hdim128_bf16_causal.cu.o", "bwd_hdim128_bf16_causal"),
+        ("CMakeFiles/x.dir/kernels/units/fwd_split_hdim64_fp16_align.cu.o", "fwd_split_hdim64_fp16"),
+        ("CMakeFiles/flash_attn_native.dir/kernels/dispatch.cu.o", None),
+        ("CMakeFiles/flash_attn_native.dir/src/binding/ops.cpp.o", None),
+        ("_C_custom.so", None),
+        ("kernels/units/fwd_hdim100_fp16.cu.o", None),
+    ],
+)
 def test_our_unit_of(obj, unit):
     assert bb.our_unit_of(obj) == unit
 
@@ -181,7 +193,8 @@ def test_parse_ninja_query():
 
 @pytest.mark.skipif(shutil.which("ninja") is None, reason="ninja not installed")
 def test_real_ninja_build_log_and_dependency_graph(tmp_path):
-    (tmp_path / "build.ninja").write_text(textwrap.dedent(f"""\
+    (tmp_path / "build.ninja").write_text(
+        textwrap.dedent(f"""\
         rule cc
           command = {sys.executable} -c "import time; time.sleep(0.3)" && touch $out
         rule slow
@@ -191,7 +204,8 @@ def test_real_ninja_build_log_and_dependency_graph(tmp_path):
         build a.o: cc a.c || order
         build sub/b_hdim.cu.o: slow b.c || order
         build lib.so: cc a.o sub/b_hdim.cu.o
-        """))
+        """)
+    )
     (tmp_path / "a.c").touch()
     (tmp_path / "b.c").touch()
     (tmp_path / "sub").mkdir()
@@ -208,17 +222,22 @@ def test_real_ninja_build_log_and_dependency_graph(tmp_path):
 
 def test_build_ninja_objects(tmp_path):
     path = tmp_path / "build.ninja"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         ninja_required_version = 1.3
         rule cuda_compile
           command = $nvcc -c $in -o $out
         build /t/csrc/flash_attn/flash_api.o: compile /s/csrc/flash_attn/flash_api.cpp
         build /t/csrc/flash_attn/src/flash_fwd_hdim64_fp16_sm80.o: cuda_compile /s/flash_fwd_hdim64_fp16_sm80.cu
         build /my$ dir/flash_bwd_hdim128_bf16_causal_sm80.o: cuda_compile /s/x.cu
-        """))
+        """)
+    )
     objs = bb._build_ninja_objects(path)
-    assert objs == ["/t/csrc/flash_attn/flash_api.o", "/t/csrc/flash_attn/src/flash_fwd_hdim64_fp16_sm80.o",
-                    "/my dir/flash_bwd_hdim128_bf16_causal_sm80.o"]
+    assert objs == [
+        "/t/csrc/flash_attn/flash_api.o",
+        "/t/csrc/flash_attn/src/flash_fwd_hdim64_fp16_sm80.o",
+        "/my dir/flash_bwd_hdim128_bf16_causal_sm80.o",
+    ]
     assert [bb.upstream_unit_of(o) for o in objs] == [None, "fwd_hdim64_fp16", "bwd_hdim128_bf16_causal"]
 
 
@@ -267,9 +286,25 @@ def test_launcher_records_time_memory_and_passes_the_status_through(tmp_path):
     log = tmp_path / "units.jsonl"
     launcher = Path(bb.LAUNCHER)
     for name, rc, mib in (("a.cu.o", 0, 300), ("b.cu.o", 3, 1)):
-        proc = subprocess.run([sys.executable, str(launcher), "--log", str(log), sys.executable, str(compiler),
-                               "-o", name, "--rc", str(rc), "--mib", str(mib)], cwd=tmp_path, capture_output=True,
-                              text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(launcher),
+                "--log",
+                str(log),
+                sys.executable,
+                str(compiler),
+                "-o",
+                name,
+                "--rc",
+                str(rc),
+                "--mib",
+                str(mib),
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
         assert proc.returncode == rc
         assert f"compiled {name}" in proc.stdout  # the compiler's output is passed through
     records = bb.read_launcher_log(log)
@@ -285,8 +320,12 @@ def test_launcher_records_time_memory_and_passes_the_status_through(tmp_path):
 def test_launcher_dry_mode_compiles_nothing(tmp_path, monkeypatch):
     log = tmp_path / "units.jsonl"
     env = {"PATH": "/usr/bin:/bin", ml.DRY_ENV: "1"}
-    proc = subprocess.run([sys.executable, str(bb.LAUNCHER), "--log", str(log), "touch", str(tmp_path / "x.o")],
-                          env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(bb.LAUNCHER), "--log", str(log), "touch", str(tmp_path / "x.o")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1
     assert not (tmp_path / "x.o").exists() and not log.exists()
 
@@ -296,26 +335,69 @@ def test_launcher_dry_mode_compiles_nothing(tmp_path, monkeypatch):
 
 def _ours(build_s=320.0):
     rows = [
-        {"output": "k/units/bwd_hdim128_fp16.cu.o", "kind": "unit", "unit": "bwd_hdim128_fp16", "seconds": 280.0,
-         "start_s": 0, "end_s": 280, "peak_rss_mib": 6000.0, "cpu_s": 279.0},
-        {"output": "k/units/fwd_hdim64_fp16.cu.o", "kind": "unit", "unit": "fwd_hdim64_fp16", "seconds": 100.0,
-         "start_s": 0, "end_s": 100, "peak_rss_mib": 3900.0, "cpu_s": 99.0},
-        {"output": "_C_custom.so", "kind": "other", "unit": None, "seconds": 5.0, "start_s": 280, "end_s": 285,
-         "peak_rss_mib": None, "cpu_s": None},
+        {
+            "output": "k/units/bwd_hdim128_fp16.cu.o",
+            "kind": "unit",
+            "unit": "bwd_hdim128_fp16",
+            "seconds": 280.0,
+            "start_s": 0,
+            "end_s": 280,
+            "peak_rss_mib": 6000.0,
+            "cpu_s": 279.0,
+        },
+        {
+            "output": "k/units/fwd_hdim64_fp16.cu.o",
+            "kind": "unit",
+            "unit": "fwd_hdim64_fp16",
+            "seconds": 100.0,
+            "start_s": 0,
+            "end_s": 100,
+            "peak_rss_mib": 3900.0,
+            "cpu_s": 99.0,
+        },
+        {
+            "output": "_C_custom.so",
+            "kind": "other",
+            "unit": None,
+            "seconds": 5.0,
+            "start_s": 280,
+            "end_s": 285,
+            "peak_rss_mib": None,
+            "cpu_s": None,
+        },
     ]
-    return {"state": "done", "jobs": 16, "archs": ["90"], "kernel_set": "custom", "build_s": build_s,
-            "configure_s": 10.0, "total_s": build_s + 10, "units_expected": ["bwd_hdim128_fp16", "fwd_hdim64_fp16"],
-            "edges": rows, "unit_seconds": bb.per_unit_seconds(rows),
-            "analysis": {"lower_bound_s": 280.0, "jobs": 16, "critical_path": ["a", "b"], "critical_path_s": 285},
-            "build_started_epoch": 1000.0, "finished_epoch": 1320.0}
+    return {
+        "state": "done",
+        "jobs": 16,
+        "archs": ["90"],
+        "kernel_set": "custom",
+        "build_s": build_s,
+        "configure_s": 10.0,
+        "total_s": build_s + 10,
+        "units_expected": ["bwd_hdim128_fp16", "fwd_hdim64_fp16"],
+        "edges": rows,
+        "unit_seconds": bb.per_unit_seconds(rows),
+        "analysis": {"lower_bound_s": 280.0, "jobs": 16, "critical_path": ["a", "b"], "critical_path_s": 285},
+        "build_started_epoch": 1000.0,
+        "finished_epoch": 1320.0,
+    }
 
 
 def _upstream(mode="full", units=None):
     units = units or {"fwd_hdim64_fp16": 110.0, "bwd_hdim128_fp16": 300.0, "fwd_hdim128_fp16": 150.0}
     order = ["fwd_hdim64_fp16", "fwd_hdim128_fp16", "bwd_hdim128_fp16"]
-    return {"mode": mode, "state": "done", "jobs": 1, "wall_s": 700.0, "unit_seconds": units,
-            "start_order": [u for u in order if u in units], "edges": [],
-            "started_epoch": 5000.0, "build_started_epoch": 5000.0, "finished_epoch": 5700.0}
+    return {
+        "mode": mode,
+        "state": "done",
+        "jobs": 1,
+        "wall_s": 700.0,
+        "unit_seconds": units,
+        "start_order": [u for u in order if u in units],
+        "edges": [],
+        "started_epoch": 5000.0,
+        "build_started_epoch": 5000.0,
+        "finished_epoch": 5700.0,
+    }
 
 
 def test_compare_targets_and_replay_basis():
@@ -365,8 +447,12 @@ def test_render_markdown_lists_units_and_targets():
     ours = _ours()
     up = _upstream()
     up["edges"] = [{"unit": "fwd_hdim64_fp16", "peak_rss_mib": 4096.0}]
-    record = {"machine": {"gpu_name": None, "notes": []}, "ours": ours, "upstream": up,
-              "comparison": bb.compare(ours, up)}
+    record = {
+        "machine": {"gpu_name": None, "notes": []},
+        "ours": ours,
+        "upstream": up,
+        "comparison": bb.compare(ours, up),
+    }
     md = bb.render_markdown(record)
     assert "| bwd_hdim128_fp16 | unit | 280.0 | 5.86 |" in md
     assert "| fwd_hdim64_fp16 | unit | 100.0 | 3.81 | 99.0 | 110.0 | 4.00 | 0.91x |" in md
@@ -386,12 +472,32 @@ def test_collect_and_report_from_synthetic_dirs(tmp_path):
         f"0\t30000\t0\t{temp}/csrc/flash_attn/flash_api.o\th4\n"
         f"0\t110000\t0\t{temp}/csrc/flash_attn/src/flash_fwd_hdim64_fp16_sm80.o\th1\n"
         f"0\t150000\t0\t{temp}/csrc/flash_attn/src/flash_fwd_hdim128_fp16_sm80.o\th2\n"
-        f"110000\t410000\t0\t{temp}/csrc/flash_attn/src/flash_bwd_hdim128_fp16_sm80.o\th3\n")
-    (updir / "units.jsonl").write_text(json.dumps(
-        {"output": f"{temp}/csrc/flash_attn/src/flash_fwd_hdim64_fp16_sm80.o", "cwd": str(temp),
-         "maxrss_kib": 4 * 1024 * 1024, "user_s": 100.0, "sys_s": 2.0}) + "\n")
-    (updir / "status.json").write_text(json.dumps({"state": "done", "mode": "full", "jobs": 2, "wall_s": 450.0,
-                                                   "build_started_epoch": 9000.0, "finished_epoch": 9450.0}))
+        f"110000\t410000\t0\t{temp}/csrc/flash_attn/src/flash_bwd_hdim128_fp16_sm80.o\th3\n"
+    )
+    (updir / "units.jsonl").write_text(
+        json.dumps(
+            {
+                "output": f"{temp}/csrc/flash_attn/src/flash_fwd_hdim64_fp16_sm80.o",
+                "cwd": str(temp),
+                "maxrss_kib": 4 * 1024 * 1024,
+                "user_s": 100.0,
+                "sys_s": 2.0,
+            }
+        )
+        + "\n"
+    )
+    (updir / "status.json").write_text(
+        json.dumps(
+            {
+                "state": "done",
+                "mode": "full",
+                "jobs": 2,
+                "wall_s": 450.0,
+                "build_started_epoch": 9000.0,
+                "finished_epoch": 9450.0,
+            }
+        )
+    )
     up = bb.collect_upstream(updir)
     assert up["unit_seconds"] == {"fwd_hdim64_fp16": 110.0, "fwd_hdim128_fp16": 150.0, "bwd_hdim128_fp16": 300.0}
     assert up["start_order"][-1] == "bwd_hdim128_fp16"
@@ -429,12 +535,19 @@ def _upstream_sdist():
 
 
 @pytest.mark.skipif(shutil.which("ninja") is None, reason="ninja not installed")
-@pytest.mark.parametrize("mode", [
-    "units",
-    # full: 72 fake compiles, a link and a wheel; about a minute more, so only on request
-    pytest.param("full", marks=pytest.mark.skipif(not os.environ.get("FLASH_ATTN_BENCH_E2E"),
-                                                  reason="set FLASH_ATTN_BENCH_E2E=1 to run the full-mode run")),
-])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "units",
+        # full: 72 fake compiles, a link and a wheel; about a minute more, so only on request
+        pytest.param(
+            "full",
+            marks=pytest.mark.skipif(
+                not os.environ.get("FLASH_ATTN_BENCH_E2E"), reason="set FLASH_ATTN_BENCH_E2E=1 to run the full-mode run"
+            ),
+        ),
+    ],
+)
 def test_upstream_runner_with_fake_compilers(tmp_path, monkeypatch, mode):
     """Runs upstream's real setup.py (pip wheel of the pinned sdist) with a fake nvcc and c++."""
     sdist = _upstream_sdist()
@@ -449,9 +562,16 @@ def test_upstream_runner_with_fake_compilers(tmp_path, monkeypatch, mode):
     monkeypatch.setenv("CXX", str(tool))  # flash_api.cpp and the link: fake too
     monkeypatch.setenv("CUDA_HOME", cuda_home)
     updir = tmp_path / "up"
-    request = {"sdist": str(sdist), "archs": ["90"], "jobs": 2, "nvcc": str(tool), "mode": mode,
-               "units": ["fwd_hdim64_fp16", "bwd_hdim128_bf16_causal"], "nvcc_threads": None,
-               "python": sys.executable}
+    request = {
+        "sdist": str(sdist),
+        "archs": ["90"],
+        "jobs": 2,
+        "nvcc": str(tool),
+        "mode": mode,
+        "units": ["fwd_hdim64_fp16", "bwd_hdim128_bf16_causal"],
+        "nvcc_threads": None,
+        "python": sys.executable,
+    }
     bb.prepare_upstream_dir(updir, request)
     status = bb.run_upstream(updir)
     assert status["state"] == "done", (status, bb.log_tail(updir / "upstream.log", 40))
@@ -512,8 +632,22 @@ def test_build_ours_with_a_fake_cmake(tmp_path, monkeypatch):
     sdist = tmp_path / "flash_attn-2.8.3.post2.tar.gz"
     sdist.write_bytes(b"not checked by the fake")
     out = tmp_path / "out"
-    rc = bb.main(["--out", str(out), "--sdist", str(sdist), "--kernel-set", "fwd_hdim64_fp16,bwd_hdim128_fp16",
-                  "--jobs", "2", "--archs", "sm_90", "--fatbin-compression", "none"])
+    rc = bb.main(
+        [
+            "--out",
+            str(out),
+            "--sdist",
+            str(sdist),
+            "--kernel-set",
+            "fwd_hdim64_fp16,bwd_hdim128_fp16",
+            "--jobs",
+            "2",
+            "--archs",
+            "sm_90",
+            "--fatbin-compression",
+            "none",
+        ]
+    )
     assert rc == 0
     record = json.loads((out / "build.json").read_text())
     ours = record["ours"]
@@ -526,8 +660,12 @@ def test_build_ours_with_a_fake_cmake(tmp_path, monkeypatch):
     assert set(ours["unit_seconds"]) == {"bwd_hdim128_fp16", "fwd_hdim64_fp16"}
     assert ours["units_expected"] == ["bwd_hdim128_fp16", "fwd_hdim64_fp16"]  # heaviest first, from kernel_set.py
     kinds = {r["output"].rsplit("/", 1)[-1]: r["kind"] for r in ours["edges"]}
-    assert kinds == {"bwd_hdim128_fp16.cu.o": "unit", "fwd_hdim64_fp16.cu.o": "unit", "ops.cpp.o": "compile",
-                     "_C_custom.so": "other"}
+    assert kinds == {
+        "bwd_hdim128_fp16.cu.o": "unit",
+        "fwd_hdim64_fp16.cu.o": "unit",
+        "ops.cpp.o": "compile",
+        "_C_custom.so": "other",
+    }
     assert all(r["peak_rss_mib"] for r in ours["edges"] if r["kind"] != "other")  # joined with the launcher log
     assert ours["analysis"]["critical_path"][-1] == "_C_custom.so"
     assert ours["library"]["bytes"] == 1000 and "kernels" not in ours["build_info"]

@@ -65,7 +65,8 @@ def test_classify_error():
     assert bk.classify_error(OutOfMemoryError("CUDA out of memory")) == "oom"
     assert bk.classify_error(RuntimeError("No available kernel. Aborting execution.")) == "unsupported"
     assert bk.classify_error(RuntimeError("No viable backend for scaled_dot_product_attention was found.")) == (
-        "unsupported")
+        "unsupported"
+    )
     assert bk.classify_error(RuntimeError("illegal memory access")) == "error"
 
 
@@ -82,13 +83,21 @@ def _case(impl, mode, ms, shape=None, status="ok"):
 
 def _workers():
     other = bk.Shape("bf16", True, 2, 8, 4096, 128)
-    first = {"label": "a", "cases": [
-        _case("flash_attn[a]", "fwd", 1.0), _case("sdpa_flash", "fwd", 1.2), _case("sdpa_cudnn", "fwd", 0.5),
-        _case("sdpa_efficient", "fwd", 2.0),
-        _case("flash_attn[a]", "fwd_bwd", 4.0), _case("sdpa_flash", "fwd_bwd", 4.0),
-        _case("sdpa_cudnn", "fwd_bwd", 0, status="unsupported"), _case("sdpa_efficient", "fwd_bwd", 8.0),
-        _case("flash_attn[a]", "fwd", 0, other, status="not built"), _case("sdpa_flash", "fwd", 3.0, other),
-    ]}
+    first = {
+        "label": "a",
+        "cases": [
+            _case("flash_attn[a]", "fwd", 1.0),
+            _case("sdpa_flash", "fwd", 1.2),
+            _case("sdpa_cudnn", "fwd", 0.5),
+            _case("sdpa_efficient", "fwd", 2.0),
+            _case("flash_attn[a]", "fwd_bwd", 4.0),
+            _case("sdpa_flash", "fwd_bwd", 4.0),
+            _case("sdpa_cudnn", "fwd_bwd", 0, status="unsupported"),
+            _case("sdpa_efficient", "fwd_bwd", 8.0),
+            _case("flash_attn[a]", "fwd", 0, other, status="not built"),
+            _case("sdpa_flash", "fwd", 3.0, other),
+        ],
+    }
     second = {"label": "b", "cases": [_case("flash_attn[b]", "fwd", 0.8), _case("flash_attn[b]", "fwd", 2.0, other)]}
     return [first, second]
 
@@ -118,8 +127,10 @@ def test_render_markdown():
         "machine": {"gpu_name": "NVIDIA H200", "gpu_count": 1, "notes": []},
         "conventions": {"min_timed_calls": 50, "warmup_calls": 10, "fwd_bwd_flop_factor": 2.5},
         "implementations": {"flash_attn": merged["ours"], "baselines": merged["baselines"]},
-        "builds": [{"label": "a", "source": "/b/a", "flash_attn": {"build_info": {"kernel_set": "dev"}}},
-                   {"label": "b", "source": "/b/b", "flash_attn": None}],
+        "builds": [
+            {"label": "a", "source": "/b/a", "flash_attn": {"build_info": {"kernel_set": "dev"}}},
+            {"label": "b", "source": "/b/b", "flash_attn": None},
+        ],
         "results": bk.rows_with_ratios(merged),
         "geomean_ratios": {"flash_attn[a] vs sdpa_flash": {"fwd": 1.2, "fwd_bwd": 1.0}},
         "workers": [{"label": "a", "returncode": 0}, {"label": "b", "returncode": 1, "error": "boom"}],
@@ -127,8 +138,10 @@ def test_render_markdown():
     }
     md = bk.render_markdown(record)
     assert "## forward (`fwd`)" in md and "## forward + backward (`fwd_bwd`)" in md
-    header = ("| dtype | causal | B | H | S | D | flash_attn[a] | flash_attn[b] | sdpa_flash | sdpa_cudnn | "
-              "sdpa_efficient | flash_attn[a] / sdpa_flash |")
+    header = (
+        "| dtype | causal | B | H | S | D | flash_attn[a] | flash_attn[b] | sdpa_flash | sdpa_cudnn | "
+        "sdpa_efficient | flash_attn[a] / sdpa_flash |"
+    )
     assert header in md
     tf = bk.tflops(bk.attention_flops(bk.Shape("fp16", False, 2, 8, 1024, 64), "fwd"), 1.0)
     assert f"| fp16 | no | 2 | 8 | 1024 | 64 | 1.000 ({tf:.1f}) | 0.8000 (" in md  # < 1 ms: 4 decimals
@@ -143,8 +156,12 @@ def test_cli_without_gpu_reports_the_worker_failure(tmp_path):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: the CLI would run the real benchmark")
-    proc = subprocess.run([sys.executable, str(bk.__file__), "--out", str(tmp_path), "--baselines-only",
-                           "--shapes", "smoke"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(bk.__file__), "--out", str(tmp_path), "--baselines-only", "--shapes", "smoke"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stderr
     record = json.loads((tmp_path / "kernels.json").read_text())
     assert "needs a CUDA GPU" in record["workers"][0]["error"]
@@ -153,12 +170,16 @@ def test_cli_without_gpu_reports_the_worker_failure(tmp_path):
 
 
 def test_cli_rejects_fewer_than_fifty_timed_calls(tmp_path):
-    proc = subprocess.run([sys.executable, str(bk.__file__), "--out", str(tmp_path), "--min-iters", "10"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(bk.__file__), "--out", str(tmp_path), "--min-iters", "10"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "at least 50" in proc.stderr
 
 
-FAKE_FLASH_ATTN = '''
+FAKE_FLASH_ATTN = """
 import torch
 
 __version__ = "0.0+fake"
@@ -178,7 +199,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False):
     out = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                            is_causal=causal)
     return out.transpose(1, 2)
-'''
+"""
 
 
 def test_worker_loop_on_cpu_with_a_fake_flash_attn(tmp_path):
@@ -189,14 +210,37 @@ def test_worker_loop_on_cpu_with_a_fake_flash_attn(tmp_path):
     (site / "flash_attn" / "__init__.py").write_text(FAKE_FLASH_ATTN)
     (site / "flash_attn" / "_loader.py").write_text("def require_library():\n    return None\n")
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, str(bk.__file__), "--out", str(out), "--build", f"fake={site}",
-                           "--shapes", "tiny", "--device", "cpu", "--warmup", "1", "--max-iters", "50",
-                           "--target-s", "0.001"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(bk.__file__),
+            "--out",
+            str(out),
+            "--build",
+            f"fake={site}",
+            "--shapes",
+            "tiny",
+            "--device",
+            "cpu",
+            "--warmup",
+            "1",
+            "--max-iters",
+            "50",
+            "--target-s",
+            "0.001",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     record = json.loads((out / "kernels.json").read_text())
     assert record["implementations"]["flash_attn"] == ["flash_attn[fake]"]
-    assert record["builds"][0]["flash_attn"]["build_info"] == {"kernel_set": "fake", "fatbin_compression": "none",
-                                                               "kernel_units": 3}
+    assert record["builds"][0]["flash_attn"]["build_info"] == {
+        "kernel_set": "fake",
+        "fatbin_compression": "none",
+        "kernel_units": 3,
+    }
     rows = {(bk.Shape(**r["shape"]).head_dim, r["mode"]): r for r in record["results"]}
     assert len(rows) == 4
     ours64 = rows[(64, "fwd")]["results"]["flash_attn[fake]"]

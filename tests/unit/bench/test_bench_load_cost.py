@@ -31,8 +31,7 @@ def _write_elf64(path: Path, sections: dict[str, bytes]) -> None:
         off += len(content)
     headers.append(struct.pack("<IIQQQQIIQQ", name_off, 3, 0, 0, strtab_off, len(names), 0, 0, 1, 0))
     ident = b"\x7fELF" + bytes([2, 1, 1]) + b"\0" * 9
-    ehdr = ident + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, len(headers),
-                               len(headers) - 1)
+    ehdr = ident + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, len(headers), len(headers) - 1)
     path.write_bytes(ehdr + body + names + b"".join(headers))
 
 
@@ -68,8 +67,12 @@ def test_rotation():
 
 
 def test_summarise_runs_skips_failures():
-    runs = [{"ready_s": 3.0, "first_call_s": 0.2}, {"ready_s": 5.0, "first_call_s": 0.4},
-            {"ready_s": 4.0, "first_call_s": 0.3}, {"ready_s": None, "error": "boom"}]
+    runs = [
+        {"ready_s": 3.0, "first_call_s": 0.2},
+        {"ready_s": 5.0, "first_call_s": 0.4},
+        {"ready_s": 4.0, "first_call_s": 0.3},
+        {"ready_s": None, "error": "boom"},
+    ]
     s = lc.summarise_runs(runs)
     assert s["runs_ok"] == 3 and s["runs_failed"] == 1
     assert s["ready_s"]["median"] == 4.0 and s["first_call_s"]["median"] == 0.3
@@ -79,13 +82,22 @@ def test_summarise_runs_skips_failures():
 def test_render_markdown_compares_to_the_first_build():
     def build(label, size, fatbin, ready, first):
         runs = [{"ready_s": ready, "first_call_s": first, "import_flash_attn_s": 0.1}]
-        return {"label": label, "sizes": {"bytes": size, "nv_fatbin_bytes": fatbin, "fatbin_compression": label},
-                "summary": lc.summarise_runs(runs), "runs": runs, "warmup": []}
+        return {
+            "label": label,
+            "sizes": {"bytes": size, "nv_fatbin_bytes": fatbin, "fatbin_compression": label},
+            "summary": lc.summarise_runs(runs),
+            "runs": runs,
+            "warmup": [],
+        }
 
-    record = {"machine": {"notes": []}, "reps": 1, "warmup_runs": 1, "wall_s": 20.0,
-              "shape": {"dtype": "fp16", "batch": 2, "seqlen": 1024, "heads": 8, "head_dim": 64, "causal": False},
-              "builds": [build("none", 300 * 2**20, 290 * 2**20, 4.0, 0.5),
-                         build("size", 100 * 2**20, 90 * 2**20, 4.2, 0.7)]}
+    record = {
+        "machine": {"notes": []},
+        "reps": 1,
+        "warmup_runs": 1,
+        "wall_s": 20.0,
+        "shape": {"dtype": "fp16", "batch": 2, "seqlen": 1024, "heads": 8, "head_dim": 64, "causal": False},
+        "builds": [build("none", 300 * 2**20, 290 * 2**20, 4.0, 0.5), build("size", 100 * 2**20, 90 * 2**20, 4.2, 0.7)],
+    }
     md = lc.render_markdown(record)
     assert "| none | none | 300.0 | 290.0 | 4.000 | 4.000 |" in md
     assert "- `size`: .so size 0.33x, ready +200 ms, import_flash_attn +0 ms, first_call +200 ms" in md
@@ -96,9 +108,23 @@ def test_cli_child_failure_is_reported(tmp_path):
     lib_dir.mkdir()
     _write_elf64(lib_dir / "_C_custom.so", {".nv_fatbin": b"\0" * 1000})
     (lib_dir / "build_info_custom.json").write_text(json.dumps({"group": "custom", "fatbin_compression": "none"}))
-    proc = subprocess.run([sys.executable, str(lc.__file__), "--out", str(tmp_path / "out"), "--build",
-                           f"none={lib_dir}", "--reps", "1", "--warmup-runs", "0"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(lc.__file__),
+            "--out",
+            str(tmp_path / "out"),
+            "--build",
+            f"none={lib_dir}",
+            "--reps",
+            "1",
+            "--warmup-runs",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stderr
     record = json.loads((tmp_path / "out" / "load_cost.json").read_text())
     b = record["builds"][0]
@@ -107,7 +133,7 @@ def test_cli_child_failure_is_reported(tmp_path):
     assert "## Errors" in (tmp_path / "out" / "load_cost.md").read_text()
 
 
-FAKE_TORCH = '''
+FAKE_TORCH = """
 float16, bfloat16 = "fp16", "bf16"
 
 
@@ -119,9 +145,9 @@ class cuda:
     @staticmethod
     def synchronize():
         pass
-'''
+"""
 
-FAKE_FLASH_ATTN = '''
+FAKE_FLASH_ATTN = """
 import time
 
 from . import _loader
@@ -136,7 +162,7 @@ def build_info():
 def flash_attn_func(q, k, v, causal=False):
     _calls.append(1)
     time.sleep(0.4 if len(_calls) == 1 else 0.0)  # the first call loads the module
-'''
+"""
 
 
 def test_run_once_protocol_with_fake_modules(tmp_path):

@@ -21,8 +21,13 @@ SMI_PLAIN = """\
 def test_parse_nvidia_smi():
     fields = ["name", "driver_version", "memory.total", "compute_cap", "pci.bus_id"]
     rows = bm.parse_nvidia_smi_csv(SMI_CSV, fields)
-    assert rows[0] == {"name": "NVIDIA H200", "driver_version": "580.95.05", "memory.total": 143771,
-                       "compute_cap": "9.0", "pci.bus_id": "00000000:19:00.0"}
+    assert rows[0] == {
+        "name": "NVIDIA H200",
+        "driver_version": "580.95.05",
+        "memory.total": 143771,
+        "compute_cap": "9.0",
+        "pci.bus_id": "00000000:19:00.0",
+    }
     assert rows[1]["pci.bus_id"] is None
     assert bm.parse_nvidia_smi_csv("garbage\n\n", fields) == []
     assert bm.parse_driver_cuda_version(SMI_PLAIN) == "13.0"
@@ -57,8 +62,7 @@ def test_collect_without_gpu(monkeypatch):
 
 def test_collect_with_a_fake_nvidia_smi(monkeypatch, tmp_path):
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\n"
-                   'case "$1" in --query-gpu=*) printf "%s" "$CSV";; *) printf "%s" "$PLAIN";; esac\n')
+    smi.write_text('#!/bin/sh\ncase "$1" in --query-gpu=*) printf "%s" "$CSV";; *) printf "%s" "$PLAIN";; esac\n')
     smi.chmod(0o755)
     monkeypatch.setenv("CSV", SMI_CSV)
     monkeypatch.setenv("PLAIN", SMI_PLAIN)
@@ -83,10 +87,7 @@ def test_percentile_and_summarize():
 
 def test_md_table():
     md = bc.md_table(["a", "b|c", "n"], [[1, None, 2.5], ["x|y", "z"]], "lcr")
-    assert md == ("| a | b\\|c | n |\n"
-                  "|:--|:-:|--:|\n"
-                  "| 1 |  | 2.5 |\n"
-                  "| x\\|y | z |  |\n")
+    assert md == ("| a | b\\|c | n |\n|:--|:-:|--:|\n| 1 |  | 2.5 |\n| x\\|y | z |  |\n")
     with pytest.raises(ValueError):
         bc.md_table(["a"], [[1, 2]])
     with pytest.raises(ValueError):
