@@ -68,7 +68,6 @@ def validate(session: nox.Session) -> None:
     wheel, rest = session.posargs[0], session.posargs[1:]
     session.install(*pins.BUILD)
     session.install("--no-deps", "--force-reinstall", wheel)
-    session.install("einops")
     out = [] if "--out" in rest else ["--out", str(ROOT / "reports")]
     # Run from an empty folder so the checkout's flash_attn/ is never imported instead of the wheel.
     tmp = session.create_tmp()
