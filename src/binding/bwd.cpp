@@ -2,6 +2,8 @@
 // Contracts are documented in ops.h and docs/operators.md.
 #include "ops.h"
 
+#include <initializer_list>
+
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -56,6 +58,28 @@ void reduce_groups(at::Tensor& into, const at::Tensor& expanded, int64_t head_di
   shape[head_dim_index] = h_k;
   shape.insert(shape.begin() + head_dim_index + 1, groups);
   at::sum_out(into, expanded.reshape(shape), {head_dim_index + 1});
+}
+
+// Zeroes every gradient the kernels would have written (zero_tensors, or nothing to attend to).
+void zero_grads(std::initializer_list<at::Tensor> grads) {
+  for (at::Tensor g : grads) g.zero_();
+}
+
+// Runs the backward kernels, or zeroes the gradients when there are no queries or no keys, then
+// sums the per-query-head dk/dv of MQA/GQA back to Hk heads (`head_dim_index`: 2 for (B, S, H, D),
+// 1 for (T, H, D)).
+void run_backward(BwdParams& params, bool empty, c10::DeviceIndex device, at::Tensor& dq,
+                  at::Tensor& dk, at::Tensor& dv, const at::Tensor& dk_h, const at::Tensor& dv_h,
+                  const at::Tensor& softmax_d, int64_t head_dim_index, int64_t h, int64_t h_k) {
+  if (empty) {
+    zero_grads({dq, dk_h, dv_h, softmax_d});
+  } else {
+    run_bwd(params, current_stream(device));
+  }
+  if (h != h_k) {
+    reduce_groups(dk, dk_h, head_dim_index, h_k, h / h_k);
+    reduce_groups(dv, dv_h, head_dim_index, h_k, h / h_k);
+  }
 }
 
 void set_common_bwd(BwdParams& params, const ArgChecker& chk, const c10::Device& device,
@@ -143,19 +167,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
   const at::Tensor rng = set_backward_rng(params, dropout_p, rng_state, device, chk);
 
   // -- run --------------------------------------------------------------------------------------
-  if (Sq == 0 || Sk == 0) {
-    // Nothing attends to anything: all gradients are zero.
-    dq.zero_();
-    dk_h.zero_();
-    dv_h.zero_();
-    softmax_d.zero_();
-  } else {
-    run_bwd(params, current_stream(device.index()));
-  }
-  if (grouped) {
-    reduce_groups(dk, dk_h, /*head_dim_index=*/2, Hk, H / Hk);
-    reduce_groups(dv, dv_h, /*head_dim_index=*/2, Hk, H / Hk);
-  }
+  run_backward(params, Sq == 0 || Sk == 0, device.index(), dq, dk, dv, dk_h, dv_h, softmax_d,
+               /*head_dim_index=*/2, H, Hk);
   return {dq, dk, dv, softmax_d};
 }
 
@@ -179,16 +192,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
   chk.rank(q, "q", 3, "(Tq, H, D)");
   chk.rank(k, "k", 3, "(Tk, Hk, D)");
   const c10::Device device = q.device();
-  for (const auto& [t, name] : {std::pair{&cu_seqlens_q, "cu_seqlens_q"},
-                                std::pair{&cu_seqlens_k, "cu_seqlens_k"}}) {
-    chk.same_device(*t, name, device);
-    chk.dtype(*t, name, at::kInt);
-    chk.contiguous(*t, name);
-    chk.rank(*t, name, 1, "(B+1,)");
-  }
-  const int64_t B = cu_seqlens_q.numel() - 1;
-  chk.batch(B);
-  chk.shape(cu_seqlens_k, "cu_seqlens_k", "(B+1,)", {B + 1});
+  const int64_t B = chk.cu_seqlens(cu_seqlens_q, cu_seqlens_k, device);
   const int64_t Tq = q.size(0), H = q.size(1), D = q.size(2);
   const int64_t Tk = k.size(0), Hk = k.size(1);
   chk.head_dim(D, "q");
@@ -229,12 +233,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
   at::Tensor dk_h = per_query_head_grad(dk, {Tk, H, D}, grouped);
   at::Tensor dv_h = per_query_head_grad(dv, {Tk, H, D}, grouped);
   const at::Tensor lse = softmax_lse.contiguous();
-  if (zero_tensors) {
-    dq.zero_();
-    dk_h.zero_();
-    dv_h.zero_();
-    softmax_d.zero_();
-  }
+  if (zero_tensors) zero_grads({dq, dk_h, dv_h, softmax_d});
 
   // -- parameters -------------------------------------------------------------------------------
   BwdParams params{};
@@ -250,18 +249,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
   const at::Tensor rng = set_backward_rng(params, dropout_p, rng_state, device, chk);
 
   // -- run --------------------------------------------------------------------------------------
-  if (max_seqlen_q == 0 || max_seqlen_k == 0) {
-    dq.zero_();
-    dk_h.zero_();
-    dv_h.zero_();
-    softmax_d.zero_();
-  } else {
-    run_bwd(params, current_stream(device.index()));
-  }
-  if (grouped) {
-    reduce_groups(dk, dk_h, /*head_dim_index=*/1, Hk, H / Hk);
-    reduce_groups(dv, dv_h, /*head_dim_index=*/1, Hk, H / Hk);
-  }
+  run_backward(params, max_seqlen_q == 0 || max_seqlen_k == 0, device.index(), dq, dk, dv, dk_h,
+               dv_h, softmax_d, /*head_dim_index=*/1, H, Hk);
   return {dq, dk, dv, softmax_d};
 }
 

@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -136,6 +137,21 @@ class ArgChecker {
     dtype(t, name, at::kInt);
     contiguous(t, name);
     shape(t, name, "(B,)", {batch});
+  }
+
+  // The cumulative sequence offsets of a varlen batch: int32 (B+1,) on `device`, contiguous,
+  // the same length for q and k.  Returns B.
+  int64_t cu_seqlens(const at::Tensor& cu_q, const at::Tensor& cu_k, const c10::Device& device) const {
+    for (const auto& [t, name] : {std::pair{&cu_q, "cu_seqlens_q"}, std::pair{&cu_k, "cu_seqlens_k"}}) {
+      same_device(*t, name, device);
+      dtype(*t, name, at::kInt);
+      contiguous(*t, name);
+      rank(*t, name, 1, "(B+1,)");
+    }
+    const int64_t b = cu_q.numel() - 1;
+    batch(b);
+    shape(cu_k, "cu_seqlens_k", "(B+1,)", {b + 1});
+    return b;
   }
 
   // Dropout probability, and the combinations the kernels do not implement.

@@ -131,16 +131,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
   chk.rank(k, "k", paged ? 4 : 3, kv_dims);
   chk.rank(v, "v", paged ? 4 : 3, kv_dims);
   const c10::Device device = q.device();
-  for (const auto& [t, name] : {std::pair{&cu_seqlens_q, "cu_seqlens_q"},
-                                std::pair{&cu_seqlens_k, "cu_seqlens_k"}}) {
-    chk.same_device(*t, name, device);
-    chk.dtype(*t, name, at::kInt);
-    chk.contiguous(*t, name);
-    chk.rank(*t, name, 1, "(B+1,)");
-  }
-  const int64_t B = cu_seqlens_q.numel() - 1;
-  chk.batch(B);
-  chk.shape(cu_seqlens_k, "cu_seqlens_k", "(B+1,)", {B + 1});
+  const int64_t B = chk.cu_seqlens(cu_seqlens_q, cu_seqlens_k, device);
   const int64_t Tq = q.size(0), H = q.size(1), D = q.size(2);
   const int64_t Hk = paged ? k.size(2) : k.size(1);
   chk.head_dim(D, "q");
