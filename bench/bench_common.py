@@ -5,7 +5,7 @@ A *build target* is what a GPU benchmark loads flash_attn from, given on the com
 
 - a CMake build directory (holds ``_C_<group>.so`` and ``build_info_<group>.json``) or the
   library file itself: the child process imports this checkout's ``flash_attn`` package with
-  ``FLASH_ATTN_LIBRARY`` pointing at the library;
+  ``FLASH_ATTN_LIB`` (the variable flash_attn's loader reads) pointing at the library;
 - an install folder that holds a ``flash_attn/`` package (``pip install --target DIR``, a
   site-packages folder): the child gets ``PYTHONPATH=DIR``;
 - a wheel (``.whl``): unpacked under the result folder, then as an install folder.
@@ -28,6 +28,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 KERNELS_DIR = REPO_ROOT / "src" / "kernels"
+# The variable flash_attn's loader reads for the library to load (flash_attn/_loader.py LIBRARY_ENV).
+LIBRARY_ENV = "FLASH_ATTN_LIB"
 
 
 def kernel_set():
@@ -106,13 +108,27 @@ def fmt(value: float | None, digits: int = 2, suffix: str = "") -> str:
 # -- result files --------------------------------------------------------------------------------
 
 
+def json_safe(value):
+    """``value`` with only what strict JSON holds: NaN/inf become None, tuples lists, other objects str."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, int)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return str(value)
+
+
 def write_results(out_dir: Path, stem: str, record: dict, markdown: str) -> tuple[Path, Path]:
-    """Write <out>/<stem>.json and <out>/<stem>.md; returns both paths."""
+    """Write <out>/<stem>.json (strict JSON: NaN/inf as null) and <out>/<stem>.md; returns both paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / f"{stem}.json"
     md_path = out_dir / f"{stem}.md"
-    json_path.write_text(json.dumps(record, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    text = json.dumps(json_safe(record), indent=1, sort_keys=False, allow_nan=False)
+    json_path.write_text(text + "\n", encoding="utf-8")
     md_path.write_text(markdown, encoding="utf-8")
     return json_path, md_path
 
@@ -137,9 +153,9 @@ class BuildTarget:
     def env(self, base: dict | None = None) -> dict:
         """Environment for a child process that imports this build."""
         env = dict(os.environ if base is None else base)
-        env.pop("FLASH_ATTN_LIBRARY", None)
+        env.pop(LIBRARY_ENV, None)
         if self.kind == "library":
-            env["FLASH_ATTN_LIBRARY"] = str(self.library)
+            env[LIBRARY_ENV] = str(self.library)
         if self.pythonpath:
             old = env.get("PYTHONPATH")
             env["PYTHONPATH"] = os.pathsep.join(self.pythonpath + ([old] if old else []))

@@ -144,7 +144,7 @@ def classify_error(exc: BaseException) -> str:
 
 def _worker(args: argparse.Namespace) -> int:
     if args.lib:
-        os.environ["FLASH_ATTN_LIBRARY"] = str(Path(args.lib).resolve())
+        os.environ[bc.LIBRARY_ENV] = str(Path(args.lib).resolve())
         if str(bc.REPO_ROOT) not in sys.path:
             sys.path.insert(0, str(bc.REPO_ROOT))
     import torch
@@ -196,7 +196,7 @@ def _worker(args: argparse.Namespace) -> int:
         result["flash_attn"] = {
             "version": flash_attn.__version__,
             "file": flash_attn.__file__,
-            "library": os.environ.get("FLASH_ATTN_LIBRARY"),
+            "library": os.environ.get(bc.LIBRARY_ENV),
             "build_info": info,
         }
 
@@ -302,12 +302,13 @@ def _worker(args: argparse.Namespace) -> int:
                     continue
                 stats = bc.summarize(times)
                 flops = attention_flops(shape, mode, args.fwd_bwd_flop_factor)
+                rate = tflops(flops, stats["median"])  # None for a median of 0 ms (no timing resolution)
                 case.update(
                     status="ok",
                     timed_calls=n,
                     warmup_calls=args.warmup,
                     ms=stats,
-                    tflops=round(tflops(flops, stats["median"]), 1),
+                    tflops=None if rate is None else round(rate, 1),
                     flops=flops,
                 )
         # Sanity check of what was timed: each forward output against the first SDPA baseline's.
@@ -315,8 +316,9 @@ def _worker(args: argparse.Namespace) -> int:
         if reference is not None:
             for case in cases:
                 if case["mode"] == "fwd" and case.get("status") == "ok" and case["impl"] in outputs:
-                    diff = (outputs[case["impl"]].float() - reference.float()).abs().max()
-                    case["max_abs_diff_vs_sdpa"] = round(float(diff), 5)
+                    diff = float((outputs[case["impl"]].float() - reference.float()).abs().max())
+                    # NaN/inf in an output must stay visible (strict JSON would write it as null)
+                    case["max_abs_diff_vs_sdpa"] = round(diff, 5) if math.isfinite(diff) else "non-finite"
         return cases
 
     for index, shape in enumerate(shapes):
@@ -430,9 +432,9 @@ def _cell(result: dict | None) -> str:
         return ""
     if result.get("status") != "ok":
         return result.get("status", "?")
-    ms, tf = result["ms"]["median"], result["tflops"]
+    ms, tf = result["ms"]["median"], result.get("tflops")
     ms_text = f"{ms:.3f}" if ms >= 1 else f"{ms:.4f}"
-    tf_text = f"{tf:.0f}" if tf >= 10 else f"{tf:.1f}"
+    tf_text = "-" if tf is None else f"{tf:.0f}" if tf >= 10 else f"{tf:.1f}"
     return f"{ms_text} ({tf_text})"
 
 
@@ -573,6 +575,8 @@ def main(argv: list[str] | None = None) -> int:
         targets = bc.resolve_targets(args.build, work / "wheels")
     except bc.TargetError as exc:
         print(f"kernels.py: {exc}", file=sys.stderr)
+        record = {"benchmark": "kernels", "error": str(exc)}
+        bc.write_results(out, "kernels", record, f"# flash_attn kernel benchmark\n\n**Not run**: {exc}\n")
         return 2
     if args.baselines_only:
         targets = [bc.BuildTarget(label="sdpa", kind="installed")]
@@ -654,7 +658,9 @@ def main(argv: list[str] | None = None) -> int:
     json_path, md_path = bc.write_results(out, "kernels", record, render_markdown(record))
     print(f"kernels.py: wrote {json_path} and {md_path} in {record['wall_s']:.0f} s", file=sys.stderr)
     failed = [w for w in workers if w.get("error")]
-    return 1 if failed else 0
+    # a flash_attn case that raised (not "not built", not an SDPA refusal) fails the run too
+    errors = [r for r in results for i in merged["ours"] if (r["results"].get(i) or {}).get("status") == "error"]
+    return 1 if failed or errors else 0
 
 
 if __name__ == "__main__":

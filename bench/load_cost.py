@@ -318,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         targets = bc.resolve_targets(args.build, out / "load_cost_work" / "wheels")
     except bc.TargetError as exc:
         print(f"load_cost.py: {exc}", file=sys.stderr)
+        record = {"benchmark": "load_cost", "error": str(exc)}
+        bc.write_results(out, "load_cost", record, f"# flash_attn load cost\n\n**Not run**: {exc}\n")
         return 2
     child_args = [
         "--dtype",

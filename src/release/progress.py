@@ -4,8 +4,9 @@ While the build runs, :class:`BuildProgress` reads the build output line by line
 to a pipe, prints ``[finished/total] description`` each time an edge finishes; kernel
 instantiation units are recognised by their generated source path
 (``<build>/kernels/units/<unit>.cu``). The estimate of the time left weighs each unit by its
-relative compile cost (``kernel_set.Unit.cost``: a backward unit costs ~2.6 forward units), so
-the ETA does not jump when the heavy backward units, which Ninja starts first, finish.
+relative compile cost (``kernel_set.Unit.cost``, fitted to measured per-unit seconds: a
+non-causal split-KV unit costs ~1.5 forward units), so the ETA does not jump when the heavy
+units, which Ninja starts first, finish.
 
 After the build, :func:`read_ninja_log` and :func:`summary` turn the entries the build appended
 to ``.ninja_log`` into the summary table (units compiled, wall time, slowest units, peak memory
@@ -27,10 +28,11 @@ from . import _paths
 
 NINJA_LINE_RE = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)$")
 UNIT_PATH_RE = re.compile(r"kernels[/\\]units[/\\]([A-Za-z0-9_]+)\.cu\b")
-# Weight of an edge that is not a kernel unit, relative to a forward hdim64 unit: the binding
-# sources and the dispatch include torch and CUTLASS headers but instantiate no kernel (measured
-# on 2 cores: 1.5-3 minutes each, a forward unit 4-8 minutes); links and installs are shorter.
-OTHER_EDGE_COST = 0.3
+# Weight of an edge that is not a kernel unit, on the scale of kernel_set.Unit.cost (a forward
+# hdim64 unit is ~0.7): the binding sources and the dispatch include torch and CUTLASS headers but
+# instantiate no kernel (measured on 2 cores: 1.5-3 minutes each, a forward hdim64 unit 4-8
+# minutes); links and installs are shorter.
+OTHER_EDGE_COST = 0.2
 
 
 def unit_cost(name: str) -> float:

@@ -23,9 +23,10 @@ Suite:
   (median), beside torch SDPA's flash backend on the same inputs.
 
 A case whose kernel unit (head dim, dtype, causal) the wheel's kernel set left out is reported
-as "not built", never as passed. Writes ``validation-<version>-sm<NN>.json`` and ``.md`` into
---out, with the hardware and software context read from the machine. Exit status 0 when every
-built case passed its gate, 1 when one failed, 2 when the suite could not run.
+as "not built", never as passed; a case that raises is reported as FAILED with the error. Writes
+``validation-<version>-sm<NN>.json`` (strict JSON: NaN/inf as null) and ``.md`` into --out, with
+the hardware and software context read from the machine, also when the suite cannot run. Exit
+status 0 when every built case passed its gate, 1 when one failed, 2 when the suite could not run.
 """
 
 from __future__ import annotations
@@ -204,6 +205,12 @@ class NotBuilt(Exception):
     """The call needs a unit the kernel set left out."""
 
 
+def error_text(e: BaseException) -> str:
+    """First line of an unexpected error, for the detail of a FAILED record."""
+    lines = f"{type(e).__name__}: {e}".strip().splitlines()
+    return ("error: " + (lines[0] if lines else type(e).__name__))[:300]
+
+
 class FlashAttn:
     """Calls the installed flash_attn: its public flash_attn_func when present (upstream's
     signature), else the registered operators torch.ops.flash_attn.fwd/bwd."""
@@ -235,7 +242,10 @@ class FlashAttn:
             )
             return out, lse
         except Exception as e:  # noqa: BLE001 - translated or re-raised
-            raise self._translate(e) from e
+            translated = self._translate(e)
+            if translated is e:
+                raise
+            raise translated from e
 
     def grads(self, q, k, v, dout, causal=False):
         """(dq, dk, dv) of sum(out * dout)."""
@@ -254,7 +264,10 @@ class FlashAttn:
         except NotBuilt:
             raise
         except Exception as e:  # noqa: BLE001
-            raise self._translate(e) from e
+            translated = self._translate(e)
+            if translated is e:
+                raise
+            raise translated from e
 
 
 # -- the suite -----------------------------------------------------------------------------------
@@ -279,6 +292,10 @@ class Suite:
         record.update(status="not built", detail=why)
         return record
 
+    def _failed(self, record, e: BaseException):
+        record.update(status="FAILED", detail=error_text(e))
+        return record
+
     def forward_check(self, name, shape, dtype, causal=False, window=(-1, -1), softcap=0.0) -> dict:
         record = {"name": name, "dtype": dtype, "causal": causal}
         record.update({k: shape[k] for k in ("b", "sq", "sk", "h", "hk", "d")})
@@ -289,18 +306,28 @@ class Suite:
         why = self.missing("fwd", dtype, shape["d"], causal, shape["sq"])
         if why:
             return self._not_built(record, why)
-        q, k, v = make_qkv(shape, dtype, self.device, generator=self.gen)
         try:
-            out, lse = self.attn.forward(q, k, v, causal=causal, window=window, softcap=softcap)
-        except NotBuilt as e:
-            return self._not_built(record, str(e))
-        ref, ref_lse = reference(q, k, v, causal, window, softcap)
-        m = metrics(out, ref)
-        record.update(m, status="passed" if passes(m, dtype) else "FAILED")
-        if lse is not None:
-            record["lse"] = {"shape": list(lse.shape), "finite": bool(_torch().isfinite(lse).all())}
-            fin = _torch().isfinite(ref_lse)
-            record["lse"]["max_abs_err"] = float((lse.float()[fin] - ref_lse[fin]).abs().max()) if fin.any() else 0.0
+            q, k, v = make_qkv(shape, dtype, self.device, generator=self.gen)
+            try:
+                out, lse = self.attn.forward(q, k, v, causal=causal, window=window, softcap=softcap)
+            except NotBuilt as e:
+                return self._not_built(record, str(e))
+            ref, ref_lse = reference(q, k, v, causal, window, softcap)
+            if tuple(out.shape) != tuple(ref.shape):
+                raise ValueError(f"output shape {list(out.shape)}, expected {list(ref.shape)}")
+            m = metrics(out, ref)
+            record.update(m, status="passed" if passes(m, dtype) else "FAILED")
+            if lse is not None:
+                record["lse"] = {"shape": list(lse.shape), "finite": bool(_torch().isfinite(lse).all())}
+                fin = _torch().isfinite(ref_lse)
+                if tuple(lse.shape) != tuple(ref_lse.shape):
+                    record["lse"]["max_abs_err"] = None  # the LSE probe fails on the shape
+                elif fin.any():
+                    record["lse"]["max_abs_err"] = float((lse.float()[fin] - ref_lse[fin]).abs().max())
+                else:
+                    record["lse"]["max_abs_err"] = 0.0
+        except Exception as e:  # noqa: BLE001 - one case that raises is a failed case, not a lost report
+            return self._failed(record, e)
         return record
 
     def accuracy(self) -> list[dict]:
@@ -331,17 +358,21 @@ class Suite:
             if why:
                 rows.append(self._not_built(record, why))
                 continue
-            q, k, v = make_qkv(c, c["dtype"], self.device, generator=self.gen)
-            dout = torch.randn(q.shape, device=self.device, dtype=q.dtype, generator=self.gen)
             try:
-                got = self.attn.grads(q, k, v, dout, causal=c["causal"])
-            except NotBuilt as e:
-                rows.append(self._not_built(record, str(e)))
+                q, k, v = make_qkv(c, c["dtype"], self.device, generator=self.gen)
+                dout = torch.randn(q.shape, device=self.device, dtype=q.dtype, generator=self.gen)
+                try:
+                    got = self.attn.grads(q, k, v, dout, causal=c["causal"])
+                except NotBuilt as e:
+                    rows.append(self._not_built(record, str(e)))
+                    continue
+                qf, kf, vf = (t.detach().float().requires_grad_(True) for t in (q, k, v))
+                ref = _reference_differentiable(qf, kf, vf, c["causal"])
+                want = torch.autograd.grad(ref, (qf, kf, vf), dout.float())
+                per = {n: metrics(g, w) for n, g, w in zip(("dq", "dk", "dv"), got, want, strict=True)}
+            except Exception as e:  # noqa: BLE001 - reported as a failed case
+                rows.append(self._failed(record, e))
                 continue
-            qf, kf, vf = (t.detach().float().requires_grad_(True) for t in (q, k, v))
-            ref = _reference_differentiable(qf, kf, vf, c["causal"])
-            want = torch.autograd.grad(ref, (qf, kf, vf), dout.float())
-            per = {n: metrics(g, w) for n, g, w in zip(("dq", "dk", "dv"), got, want, strict=True)}
             ok = all(passes(m, c["dtype"], backward=True) for m in per.values())
             record.update(
                 finite=all(m["finite"] for m in per.values()),
@@ -366,10 +397,11 @@ class Suite:
                 lse is not None
                 and lse["shape"] == [base["b"], base["h"], base["sq"]]
                 and lse["finite"]
+                and lse["max_abs_err"] is not None
                 and lse["max_abs_err"] <= 1e-2
             )
             r["status"] = "passed" if ok and r["status"] == "passed" else "FAILED"
-            r["detail"] = f"lse {lse}" if lse else "the API returned no LSE"
+            r["detail"] = f"lse {lse}" if lse else r.get("detail") or "the API returned no LSE"
         rows.append(r)
 
         # determinism of two calls
@@ -378,14 +410,16 @@ class Suite:
         if why:
             rows.append(self._not_built(r, why))
         else:
-            q, k, v = make_qkv(base, "fp16", self.device, generator=self.gen)
             try:
+                q, k, v = make_qkv(base, "fp16", self.device, generator=self.gen)
                 a, _ = self.attn.forward(q, k, v, causal=True)
                 b, _ = self.attn.forward(q, k, v, causal=True)
                 same = bool(torch.equal(a, b))
                 r.update(status="passed" if same else "FAILED", detail="bitwise equal" if same else "outputs differ")
             except NotBuilt as e:
                 self._not_built(r, str(e))
+            except Exception as e:  # noqa: BLE001 - reported as a failed case
+                self._failed(r, e)
             rows.append(r)
 
         rows.append(self.forward_check("S=1", {**base, "sq": 1, "sk": 1}, "fp16"))
@@ -398,14 +432,16 @@ class Suite:
         r = self.forward_check("window (0,0) equals V", base, "fp16", window=(0, 0))
         if r["status"] not in ("not built",):
             # out must equal v: each query sees only its own key, softmax of one score is 1.
-            q, k, v = make_qkv(base, "fp16", self.device, generator=self.gen)
             try:
+                q, k, v = make_qkv(base, "fp16", self.device, generator=self.gen)
                 out, _ = self.attn.forward(q, k, v, window=(0, 0))
                 err = float((out.float() - v.float()).abs().max())
                 r["max_abs_err_vs_v"] = err
                 r["status"] = "passed" if err <= 1e-3 and r["status"] == "passed" else "FAILED"
             except NotBuilt as e:
                 self._not_built(r, str(e))
+            except Exception as e:  # noqa: BLE001 - reported as a failed case
+                self._failed(r, e)
         rows.append(r)
         rows.append(
             self.forward_check(
@@ -427,23 +463,25 @@ class Suite:
             if why:
                 rows.append(self._not_built(record, why))
                 continue
-            q, k, v = make_qkv(shape, s["dtype"], self.device, generator=self.gen)
-            dout = torch.randn_like(q)
             flops = 4 * s["b"] * s["h"] * s["s"] * s["s"] * s["d"] / (2 if s["causal"] else 1)
-
             causal = s["causal"]
-            fwd = functools.partial(self.attn.forward, q, k, v, causal=causal)
-            fwd_bwd = functools.partial(self.attn.grads, q, k, v, dout, causal=causal)
-            sdpa = functools.partial(_sdpa_flash, *(t.transpose(1, 2) for t in (q, k, v)), causal=causal)
             try:
+                q, k, v = make_qkv(shape, s["dtype"], self.device, generator=self.gen)
+                dout = torch.randn_like(q)
+                fwd = functools.partial(self.attn.forward, q, k, v, causal=causal)
+                fwd_bwd = functools.partial(self.attn.grads, q, k, v, dout, causal=causal)
+                sdpa = functools.partial(_sdpa_flash, *(t.transpose(1, 2) for t in (q, k, v)), causal=causal)
                 record["fwd_ms"] = time_cuda(fwd, warmup, timed)
                 record["fwd_bwd_ms"] = time_cuda(fwd_bwd, warmup, timed)
             except NotBuilt as e:
                 rows.append(self._not_built(record, str(e)))
                 continue
+            except Exception as e:  # noqa: BLE001 - reported as a failed row
+                rows.append(self._failed(record, e))
+                continue
             try:
                 record["sdpa_flash_fwd_ms"] = time_cuda(sdpa, warmup, timed)
-            except RuntimeError as e:
+            except Exception as e:  # noqa: BLE001 - the baseline is optional
                 record["sdpa_flash_fwd_ms"] = None
                 record["detail"] = f"SDPA flash backend unavailable: {e}".splitlines()[0]
             record["fwd_tflops"] = flops / (record["fwd_ms"] * 1e-3) / 1e12
@@ -571,7 +609,10 @@ def context(module, info: dict, device_index: int = 0, wheel: Path | None = None
     if ctx["driver"]:
         ctx["driver"] = ctx["driver"].splitlines()[device_index % len(ctx["driver"].splitlines())]
     if wheel is not None:
-        h = hashlib.sha256(Path(wheel).read_bytes()).hexdigest()
+        try:
+            h = hashlib.sha256(Path(wheel).read_bytes()).hexdigest()
+        except OSError as e:
+            h = f"unreadable: {e}"
         ctx["wheel"] = {"file": Path(wheel).name, "sha256": h}
     return ctx
 
@@ -589,9 +630,30 @@ def _fmt(x, spec=".2e"):
     return str(x)
 
 
+SECTIONS = ("accuracy", "shapes", "backward", "edges", "latency")
+
+
+def json_safe(value):
+    """``value`` as strict JSON holds it: NaN/inf -> None, tensors -> numbers or lists, dtypes/paths -> str."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, int)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v) for v in value]
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.numel() <= 64:
+            return json_safe(value.detach().cpu().tolist())
+        return f"tensor{list(value.shape)} {value.dtype}"
+    return str(value)
+
+
 def count(report: dict) -> dict:
     counts = {"passed": 0, "FAILED": 0, "not built": 0}
-    for section in ("accuracy", "shapes", "backward", "edges"):
+    for section in SECTIONS:  # latency rows count as FAILED when our kernel raised while timed
         for r in report.get(section, []):
             counts[r["status"]] = counts.get(r["status"], 0) + 1
     return counts
@@ -606,6 +668,8 @@ def render_markdown(report: dict) -> str:
         "(left out of the kernel set; not counted as passed).",
         "",
     ]
+    if report.get("error"):
+        lines += [f"**The suite could not run**: {report['error']}", ""]
     lines += ["## Context", "", "| | |", "|---|---|"]
     for key in ("date_utc", "gpu", "compute_capability", "gpu_memory_gib", "gpu_count", "driver", "cuda_runtime",
                 "torch", "python", "os", "cpu", "flash_attn", "flash_attn_path"):  # fmt: skip
@@ -644,6 +708,9 @@ def render_markdown(report: dict) -> str:
         f"## Latency ({report.get('warmup', WARMUP)} warm-up + {report.get('timed', TIMED)} timed, CUDA events, "
         "median)",
         "",
+        "FLOPs: forward 4·B·H·S²·D, halved for causal; fwd+bwd 3.5 × forward (upstream's benchmark convention; "
+        "bench/kernels.py defaults to 2.5 ×, see docs/benchmarks.md).",
+        "",
         "| case | fwd ms | fwd TFLOP/s | fwd+bwd ms | fwd+bwd TFLOP/s | SDPA flash fwd ms | status |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -658,22 +725,35 @@ def render_markdown(report: dict) -> str:
 
 
 def report_stem(ctx: dict) -> str:
-    return f"validation-{ctx.get('flash_attn') or 'unknown'}-sm{ctx.get('sm')}"
+    sm = ctx.get("sm")
+    return f"validation-{ctx.get('flash_attn') or 'unknown'}-sm{'unknown' if sm is None else sm}"
 
 
 def run_suite(suite: Suite, latency: bool = True, warmup: int = WARMUP, timed: int = TIMED) -> dict:
-    report = {"accuracy": suite.accuracy(), "shapes": suite.shapes(), "backward": suite.backward()}
-    report["edges"] = suite.edges()
-    report["latency"] = suite.latency(warmup, timed) if latency else []
+    runs = {
+        "accuracy": suite.accuracy,
+        "shapes": suite.shapes,
+        "backward": suite.backward,
+        "edges": suite.edges,
+        "latency": functools.partial(suite.latency, warmup, timed) if latency else list,
+    }
+    report = {}
+    for section, run in runs.items():
+        try:
+            report[section] = run()
+        except Exception as e:  # noqa: BLE001 - the sections before and after still run and are reported
+            report[section] = [{"name": f"{section} (section aborted)", "status": "FAILED", "detail": error_text(e)}]
     report["warmup"], report["timed"] = warmup, timed
     return report
 
 
 def write_report(report: dict, out: Path) -> tuple[Path, Path]:
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stem = report_stem(report["context"])
     jpath, mpath = out / f"{stem}.json", out / f"{stem}.md"
-    for path, text in ((jpath, json.dumps(report, indent=1, default=str) + "\n"), (mpath, render_markdown(report))):
+    json_text = json.dumps(json_safe(report), indent=1, allow_nan=False) + "\n"
+    for path, text in ((jpath, json_text), (mpath, render_markdown(report))):
         tmp = path.with_name(f".{path.name}.partial")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
@@ -689,35 +769,59 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-latency", dest="latency", action="store_false", help="skip the latency table")
     p.add_argument("--iters", type=int, nargs=2, default=(WARMUP, TIMED), metavar=("WARMUP", "TIMED"))
     args = p.parse_args(argv)
+    ctx = {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        "python": platform.python_version(),
+        "os": platform.platform(),
+    }
     try:
         torch = _torch()
     except ImportError:
-        print("error: torch is not installed in this environment", file=sys.stderr)
-        return 2
+        return setup_error(args.out, ctx, "torch is not installed in this environment")
+    ctx["torch"] = torch.__version__
     if not torch.cuda.is_available():
-        print("error: no CUDA device visible to torch; the validation suite needs a GPU", file=sys.stderr)
-        return 2
-    torch.cuda.set_device(args.device)
+        return setup_error(args.out, ctx, "no CUDA device visible to torch; the validation suite needs a GPU")
     try:
+        torch.cuda.set_device(args.device)
         module = import_installed_flash_attn()
         info = read_build_info(module)
+        ctx = context(module, info, args.device, args.wheel)
+        cc = torch.cuda.get_device_capability(args.device)
+        ctx["sm"] = cc[0] * 10 + cc[1]
+        # no library, another torch, a GPU the wheel does not cover: one setup error, not a FAILED per case
+        require_ready = getattr(getattr(module, "_loader", None), "require_ready", None)
+        if callable(require_ready):
+            require_ready(args.device)
     except Exception as e:  # noqa: BLE001 - reported as a setup error
-        print(f"error: cannot use the installed flash_attn: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
-    ctx = context(module, info, args.device, args.wheel)
-    cc = torch.cuda.get_device_capability(args.device)
-    ctx["sm"] = cc[0] * 10 + cc[1]
+        return setup_error(args.out, ctx, f"cannot use the installed flash_attn: {type(e).__name__}: {e}")
     if args.wheel and ctx.get("flash_attn") and not args.wheel.name.startswith(f"flash_attn-{ctx['flash_attn']}-"):
-        print(f"error: installed flash_attn {ctx['flash_attn']} is not {args.wheel.name}", file=sys.stderr)
-        return 2
+        return setup_error(args.out, ctx, f"installed flash_attn {ctx['flash_attn']} is not {args.wheel.name}")
     suite = Suite(FlashAttn(module), built_units(info) or None, device=f"cuda:{args.device}", seed=args.seed)
     report = run_suite(suite, args.latency, *args.iters)
     report["context"], report["api"] = ctx, suite.attn.api
     report["counts"] = count(report)
-    jpath, mpath = write_report(report, args.out)
     print(render_markdown(report))
+    try:
+        jpath, mpath = write_report(report, args.out)
+    except OSError as e:
+        print(f"error: cannot write the report into {args.out}: {e}", file=sys.stderr)
+        return 2
     print(f"wrote {jpath}\nwrote {mpath}")
     return 0 if report["counts"]["FAILED"] == 0 and report["counts"]["passed"] > 0 else 1
+
+
+def setup_error(out: Path, ctx: dict, message: str) -> int:
+    """The suite cannot run: say why on stderr, write a report that says so too; exit status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    report = {section: [] for section in SECTIONS}
+    report.update(context=ctx, api=None, error=message)
+    report["counts"] = count(report)
+    try:
+        jpath, mpath = write_report(report, out)
+        print(f"wrote {jpath}\nwrote {mpath}", file=sys.stderr)
+    except OSError as e:
+        print(f"error: cannot write the report into {out}: {e}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -439,14 +439,27 @@ CASES: dict[str, Callable[[Context], list[Row]]] = {
 }
 
 
+def not_built_cause(exc: BaseException | None) -> BaseException | None:
+    """The KernelNotBuiltError behind ``exc``, or None. torch.compile raises it wrapped (e.g. in an
+    InternalTorchDynamoError), with the original as ``__cause__``."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KernelNotBuiltError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def run_case(name: str, ctx: Context) -> list[Row]:
     """Run one case with fresh inputs; a kernel the build lacks gives a SKIP row, any other error a FAIL row."""
     torch.manual_seed(ctx.seed + list(CASES).index(name))
     try:
         return CASES[name](ctx)
-    except KernelNotBuiltError as exc:
-        return [Row(name, "-", status="SKIP", note=f"not built: {str(exc).split('(')[0].strip()}")]
     except Exception as exc:  # report and keep going: one broken path must not hide the others
+        not_built = not_built_cause(exc)
+        if not_built is not None:
+            return [Row(name, "-", status="SKIP", note=f"not built: {str(not_built).split('(')[0].strip()}")]
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()
         return [Row(name, "-", status="FAIL", note=(detail[0] if detail else repr(exc))[:300])]
 

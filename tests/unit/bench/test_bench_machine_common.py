@@ -117,8 +117,8 @@ def test_resolve_targets(tmp_path):
     (build / "build_info_custom.json").write_text(json.dumps({"group": "custom", "fatbin_compression": "none"}))
     t = bc.resolve_target("none", str(build), tmp_path / "scratch")
     assert t.kind == "library" and t.library == str(build / "_C_custom.so")
-    env = t.env({"PYTHONPATH": "/old", "FLASH_ATTN_LIBRARY": "/stale"})
-    assert env["FLASH_ATTN_LIBRARY"] == str(build / "_C_custom.so")
+    env = t.env({"PYTHONPATH": "/old", "FLASH_ATTN_LIB": "/stale"})
+    assert env["FLASH_ATTN_LIB"] == str(build / "_C_custom.so")
     assert env["PYTHONPATH"] == os.pathsep.join([str(bc.REPO_ROOT), "/old"])
     assert bc.read_build_info_near(t.library)["fatbin_compression"] == "none"
 
@@ -131,8 +131,8 @@ def test_resolve_targets(tmp_path):
     (site / "flash_attn" / "_C_legacy.cpython-312-x86_64-linux-gnu.so").write_bytes(b"")
     s = bc.resolve_target("site", str(site), tmp_path)
     assert s.kind == "install_dir" and s.library.endswith("_C_legacy.cpython-312-x86_64-linux-gnu.so")
-    env = s.env({"FLASH_ATTN_LIBRARY": "/stale"})
-    assert "FLASH_ATTN_LIBRARY" not in env and env["PYTHONPATH"] == str(site)
+    env = s.env({"FLASH_ATTN_LIB": "/stale"})
+    assert "FLASH_ATTN_LIB" not in env and env["PYTHONPATH"] == str(site)
 
     wheel = tmp_path / "flash_attn-2.9.2-cp310-abi3-linux_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
@@ -143,7 +143,7 @@ def test_resolve_targets(tmp_path):
     assert (tmp_path / "scratch" / "whl" / "flash_attn" / "_C_legacy.so").is_file()
 
     inst = bc.resolve_targets(None, tmp_path)
-    assert [x.kind for x in inst] == ["installed"] and "FLASH_ATTN_LIBRARY" not in inst[0].env({"A": "1"})
+    assert [x.kind for x in inst] == ["installed"] and "FLASH_ATTN_LIB" not in inst[0].env({"A": "1"})
 
     with pytest.raises(bc.TargetError, match="no such"):
         bc.resolve_target("x", str(tmp_path / "missing"), tmp_path)

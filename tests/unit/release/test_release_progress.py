@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from release import progress
+from release import _paths, progress
+
+ks = _paths.kernel_set()
 
 OBJ = "CMakeFiles/flash_attn_native.dir/kernels/units/{}.cu.o"
 SAMPLE_OUTPUT = """\
@@ -46,9 +48,12 @@ def test_eta_is_cost_weighted():
     assert p.eta() is None and "estimating" in p.status()
     clock.t += 100.0
     p.feed("[1/5] Building CUDA object " + OBJ.format("fwd_hdim64_fp16"))
-    # one fwd hdim64 unit (cost 1.0) took 100 s; left: bwd hdim128 (2.6*sqrt(2)) + fwd hdim64 (1.0)
+    # seconds per cost unit from the one finished fwd hdim64 unit; left: bwd hdim128 + fwd hdim64
     # + 2 other edges (OTHER_EDGE_COST each)
-    expected = 100.0 * (2.6 * 2**0.5 + 1.0 + 2 * progress.OTHER_EDGE_COST) / 1.0
+    cost = {u: ks.parse_unit(u).cost for u in units}
+    per_cost = 100.0 / cost["fwd_hdim64_fp16"]
+    expected = per_cost * (cost["bwd_hdim128_fp16"] + cost["fwd_hdim64_bf16"] + 2 * progress.OTHER_EDGE_COST)
+    assert cost["bwd_hdim128_fp16"] > cost["fwd_hdim64_fp16"]  # weighted, not a plain unit count
     assert p.eta() == pytest.approx(expected)
     status = p.status()
     assert status.startswith("kernel units 1/3, edges 1/5, elapsed 1:40, ETA ")
@@ -71,7 +76,8 @@ def test_eta_before_the_first_unit_uses_the_other_edges():
     clock.t += 30.0
     p.feed("[1/3] Building CXX object CMakeFiles/flash_attn_native.dir/src/binding/fwd.cpp.o")
     # 30 s for one other edge; left: one unit and one other edge
-    assert p.eta() == pytest.approx(30.0 * (1.0 + progress.OTHER_EDGE_COST) / progress.OTHER_EDGE_COST)
+    unit_cost = ks.parse_unit("fwd_hdim64_fp16").cost
+    assert p.eta() == pytest.approx(30.0 * (unit_cost + progress.OTHER_EDGE_COST) / progress.OTHER_EDGE_COST)
 
 
 def test_verbose_command_lines_are_recognised():
