@@ -36,10 +36,16 @@ DTYPES = ("fp16", "bf16")
 HEAD_DIMS = (32, 64, 96, 128, 192, 256)
 NAMED_SETS = ("release", "dev", "ci")
 
-# Relative compile cost, used only to start the longest units first (Ninja starts edges in
-# the order the sources are listed). Shape taken from DESIGN.md's measurements on a 16-core
-# host for sm_90: bwd hdim256 317 s, bwd hdim128 276 s, fwd hdim192 causal 109 s.
-_KIND_COST = {"bwd": 2.6, "fwd_split": 1.2, "fwd": 1.0}
+# Relative compile cost (unitless, fwd hdim128 non-causal = 1.0), used to start the longest units
+# first (Ninja starts edges in the order the sources are listed) and to weight the progress ETA.
+# Fitted to the per-unit seconds of the dev set for sm_90 on an H200 host, 16 concurrent compiles,
+# nvcc 13.0 (docs/evidence/h200-2026-11-29-dev/build.md): at hdim128 non-causal fwd_split 334 s,
+# bwd 266 s, fwd 229 s; causal units take 0.64-0.76x as long (their template instantiates no
+# local-window variants); head dim moves fwd most (hdim64 163 s) and bwd little (hdim64 263 s,
+# hdim256 317 s in DESIGN.md).
+_KIND_COST = {"fwd_split": 1.46, "bwd": 1.16, "fwd": 1.0}
+_CAUSAL_FACTOR = {"fwd_split": 0.64, "bwd": 0.73, "fwd": 0.76}
+_HEAD_DIM_EXPONENT = {"fwd_split": 0.1, "bwd": 0.15, "fwd": 0.5}
 
 _CTYPE = {"fp16": "cutlass::half_t", "bf16": "cutlass::bfloat16_t"}
 _UNIT_RE = re.compile(r"^(bwd|fwd_split|fwd)_hdim(\d+)_(fp16|bf16)(_causal)?$")
@@ -64,8 +70,9 @@ class Unit:
 
     @property
     def cost(self) -> float:
-        """Relative compile cost (unitless): heavier kinds and larger head dims cost more."""
-        return _KIND_COST[self.kind] * (self.head_dim / 64.0) ** 0.5 * (1.05 if self.causal else 1.0)
+        """Relative compile cost (unitless, fwd hdim128 non-causal = 1.0); see _KIND_COST."""
+        cost = _KIND_COST[self.kind] * (self.head_dim / 128.0) ** _HEAD_DIM_EXPONENT[self.kind]
+        return cost * (_CAUSAL_FACTOR[self.kind] if self.causal else 1.0)
 
     def describe(self) -> str:
         """Human text for stub errors, e.g. 'the backward kernel for head dim 96, bf16, causal'."""
