@@ -75,6 +75,25 @@ def validate(session: nox.Session) -> None:
     session.run("python", str(SRC / "release" / "validate.py"), "--wheel", str(Path(wheel).resolve()), *out, *rest)
 
 
+def _bench(session: nox.Session, script: str, default_out: str) -> None:
+    out = [] if any(a == "--out" or a.startswith("--out=") for a in session.posargs) else ["--out", default_out]
+    session.run("python", str(ROOT / "bench" / script), *out, *session.posargs)
+
+
+@nox.session(venv_params=SHARED)
+def bench_kernels(session: nox.Session) -> None:
+    """GPU: flash_attn vs torch SDPA (flash, cuDNN, efficient) latency and TFLOP/s (-- [--build LABEL=PATH])."""
+    # Needs only the machine's torch. Without --build it times the flash_attn this venv imports.
+    _bench(session, "kernels.py", str(ROOT / "reports" / "bench_kernels"))
+
+
+@nox.session(venv_params=SHARED)
+def bench_build(session: nox.Session) -> None:
+    """Our build's wall time, per-unit seconds and memory vs upstream's setup.py (-- --kernel-set dev --archs 90)."""
+    session.install(*pins.BUILD)  # cmake and ninja for our build; setuptools, wheel for upstream's setup.py
+    _bench(session, "build.py", str(ROOT / "reports" / "bench_build"))
+
+
 @nox.session(name="release", venv_params=SHARED)
 def release_(session: nox.Session) -> None:
     """Gather wheels and reports into dist/release-<version> with SHA256SUMS, and verify it."""

@@ -61,7 +61,7 @@ def test_nox_lists_the_sessions():
     proc = subprocess.run(["nox", "--list"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     for name in ("wheel_blackwell", "wheel_legacy", "wheel_custom", "smoke", "validate", "release", "dev", "tests",
-                 "lint"):  # fmt: skip
+                 "lint", "bench_kernels", "bench_build"):  # fmt: skip
         assert f" {name} -> " in proc.stdout, proc.stdout
 
 
