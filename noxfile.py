@@ -89,7 +89,7 @@ def bench_kernels(session: nox.Session) -> None:
 
 @nox.session(venv_params=SHARED)
 def bench_build(session: nox.Session) -> None:
-    """Our build's wall time, per-unit seconds and memory vs upstream's setup.py (-- --kernel-set dev --archs 90)."""
+    """Our build's cost; with --upstream DIR also upstream's setup.py (-- --upstream-mode units --upstream DIR)."""
     session.install(*pins.BUILD)  # cmake and ninja for our build; setuptools, wheel for upstream's setup.py
     _bench(session, "build.py", str(ROOT / "reports" / "bench_build"))
 

@@ -7,8 +7,11 @@
 #                                              #   then starts upstream's build in the background
 #   bash tests/gpu/device_session.sh upstream  # waits for upstream's build, writes the build report
 #
-# A later lease can rerun the GPU checks without building: carry the wheel that `build` returned
-# (WHEEL=path/to.whl bash tests/gpu/device_session.sh test).
+# A later lease can rerun the GPU checks without building: `build` (or `test`, if it was the
+# call that waited for the wheel) returns the wheel as $OUT/<wheel>.partNN pieces of 15 MiB;
+# join them (cat) into an ignored folder, carry it, and run WHEEL=that/flash_attn-...whl ... test.
+# Each phase stops its own steps before the tool's 600 s limit (PHASE_S, default 570 s) so its
+# results always come back; builds started in the background keep running for the next call.
 #
 # Needs, carried with the working tree (ignored by git): .whl/ (cmake, scikit-build-core, wheel,
 # pathspec wheels for Python 3.12) and .sdist/flash_attn-2.8.3.post2.tar.gz. Work lives in
@@ -31,11 +34,13 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=${W:-/tmp/fa}
 OUT=${OUT:-$W/out}
 R=$W/results/$phase  # everything this phase reports; packed into $OUT/$phase.tgz at the end
+rm -rf "$R"
 mkdir -p "$W" "$OUT" "$R"
 SDIST="$ROOT/.sdist/flash_attn-2.8.3.post2.tar.gz"
 JOBS=${JOBS:-16}
 KSET=${KSET:-dev} ARCHS=${ARCHS:-90}  # overridable for a rehearsal on a CPU machine (KSET=ci ARCHS=80)
 OURS=$W/ours
+DEADLINE=$(( $(date +%s) + ${PHASE_S:-570} ))
 export W ROOT SDIST JOBS OURS KSET ARCHS
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 
@@ -43,49 +48,85 @@ if ls "$ROOT"/.whl/*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$ROOT"/.whl/*.whl || exit 3
   export PYTHONPATH=/tmp/site
   cmake_bin=$(python3 -c 'import cmake,os; print(os.path.join(cmake.CMAKE_BIN_DIR, "cmake"))')
-  export PATH="$(dirname "$cmake_bin"):$PATH"
+  PATH="$(dirname "$cmake_bin"):$PATH"
+  export PATH
 fi
+SITE="$W/site_dev${PYTHONPATH:+:$PYTHONPATH}"  # the installed wheel first
 
-pack() {  # copy the phase's results back (one archive) and stop
+rc=0
+finish() {  # on every exit: copy the phase's results back as one archive
   cp "$W"/*.log "$R/" 2>/dev/null
   tar czf "$OUT/$phase.tgz" -C "$W/results" "$phase"
-  exit "${1:-0}"
+}
+trap finish EXIT
+
+left() {  # seconds left before this phase must stop (never below 1)
+  local s=$(( DEADLINE - $(date +%s) - ${1:-0} ))
+  [ "$s" -lt 1 ] && s=1
+  echo "$s"
 }
 
-wait_for() {  # marker-file-stem seconds: wait until <stem>.done or <stem>.failed exists
-  local stem=$1 limit=$2 waited=0
-  while [ ! -f "$W/$stem.done" ] && [ ! -f "$W/$stem.failed" ] && [ "$waited" -lt "$limit" ]; do
+running() {  # name: a background job of that name is alive
+  [ -f "$W/$1.pid" ] && kill -0 "$(cat "$W/$1.pid")" 2> /dev/null
+}
+
+wait_for() {  # name seconds: wait until <name>.done or <name>.failed exists, or the job died
+  local name=$1 limit=$2 waited=0
+  while [ ! -f "$W/$name.done" ] && [ ! -f "$W/$name.failed" ] && running "$name" && [ "$waited" -lt "$limit" ]; do
     sleep 10; waited=$((waited + 10))
-    [ $((waited % 60)) = 0 ] && printf '%4ss waiting for %s %s\n' "$waited" "$stem" \
-      "$(grep -ao '\[[0-9]*/[0-9]*\]' "$W/$stem.log" 2>/dev/null | tail -1)"
+    [ $((waited % 60)) = 0 ] && printf '%4ss waiting for %s %s\n' "$waited" "$name" \
+      "$(grep -ao '\[[0-9]*/[0-9]*\]' "$W/$name.log" 2>/dev/null | tail -1)"
   done
-  [ -f "$W/$stem.done" ]
+  [ -f "$W/$name.done" ]
 }
 
-background() {  # name command...: run detached, <name>.done / <name>.failed when it ends
-  local name=$1; shift
+step() {  # name reserve command...: run it into $R/<name>.txt, leaving `reserve` s for later steps
+  local name=$1 reserve=$2 limit status
+  shift 2
+  limit=$(left "$reserve")
+  timeout "$limit" "$@" > "$R/$name.txt" 2>&1
+  status=$?
+  [ "$status" = 124 ] && echo "$name: stopped after $limit s (this phase's time ran out)" >> "$R/$name.txt"
+  tail -n 30 "$R/$name.txt"
+  return "$status"
+}
+
+background() {  # name function [functions it calls...]: run the function detached
+  local name=$1 fn=$2
+  if running "$name"; then echo "$name: already running (pid $(cat "$W/$name.pid"))"; return; fi
   rm -f "$W/$name.done" "$W/$name.failed"
-  setsid nohup bash -c "$* && touch '$W/$name.done' || touch '$W/$name.failed'" > "$W/$name.log" 2>&1 < /dev/null &
+  setsid nohup bash -c "$(declare -f "${@:2}"); $fn && touch '$W/$name.done' || touch '$W/$name.failed'" \
+    > "$W/$name.log" 2>&1 < /dev/null &
+  echo $! > "$W/$name.pid"
 }
 
 # Our measured build. The wheel is packaged from the same folder: the CMake cache keeps every
 # entry (the compiler launcher too), so scikit-build-core's reconfigure finds each unit up to date.
 # (Passing the launcher again with another python path would change every compile command.)
-build_ours() {
-  python3 "$ROOT/bench/build.py" --out "$W/bb" --sdist "$SDIST" --archs "$ARCHS" --kernel-set "$KSET" --jobs "$JOBS" \
-    --build-dir "$OURS" --clean
+build_ours_and_wheel() {
+  python3 "$ROOT/bench/build.py" --out "$W/bb" --sdist "$SDIST" --archs "$ARCHS" --kernel-set "$KSET" \
+    --jobs "$JOBS" --build-dir "$OURS" --clean && build_wheel
 }
-build_wheel() {
+build_wheel() {  # incremental: after the build it only repackages (and picks up current Python files)
   rm -rf "$W/dist"
   python3 -m build --wheel --no-isolation --skip-dependency-check -o "$W/dist" -C build-dir="$OURS" \
     -C cmake.define.FLASH_ATTN_ARCH_GROUP=custom -C cmake.define.FLASH_ATTN_CUDA_ARCHS="$ARCHS" \
     -C cmake.define.FLASH_ATTN_KERNEL_SET="$KSET" -C cmake.define.FLASH_ATTN_SDIST="$SDIST" \
     -C cmake.define.FLASH_ATTN_JOBS="$JOBS" "$ROOT"
 }
+ci_build() {  # $CI_NAME, $CI_COMPRESSION: kernel set ci, 4 jobs
+  cmake -S "$ROOT" -B "$W/$CI_NAME" -G Ninja -DFLASH_ATTN_ARCH_GROUP=custom "-DFLASH_ATTN_CUDA_ARCHS=$ARCHS" \
+    "-DFLASH_ATTN_SDIST=$SDIST" -DFLASH_ATTN_JOBS=4 -DFLASH_ATTN_KERNEL_SET=ci \
+    "-DFLASH_ATTN_FATBIN_COMPRESSION=$CI_COMPRESSION" && cmake --build "$W/$CI_NAME"
+}
 start_ci_build() {  # name compression
-  background "$1" cmake -S "$ROOT" -B "$W/$1" -G Ninja -DFLASH_ATTN_ARCH_GROUP=custom -DFLASH_ATTN_CUDA_ARCHS="$ARCHS" \
-    -DFLASH_ATTN_SDIST="$SDIST" -DFLASH_ATTN_JOBS=4 -DFLASH_ATTN_KERNEL_SET=ci \
-    -DFLASH_ATTN_FATBIN_COMPRESSION="$2" "&&" cmake --build "$W/$1"
+  CI_NAME=$1 CI_COMPRESSION=$2
+  export CI_NAME CI_COMPRESSION
+  background "$1" ci_build
+}
+return_wheel() {  # the wheel back to this machine, in pieces the tool accepts (16 MiB each)
+  split -b 15M -d "$1" "$OUT/$(basename "$1").part"
+  sha256sum "$1" | tee "$R/wheel.sha256"
 }
 
 case "$phase" in
@@ -95,58 +136,57 @@ build)
     python3 -c 'import torch, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "python", sys.version.split()[0])'
     cmake --version | head -1; nvcc --version | tail -1; ninja --version
   } 2>&1 | tee "$R/machine.txt"
-  if [ ! -f "$W/wheel.done" ]; then
-    background wheel "$(declare -f build_ours build_wheel); build_ours && build_wheel"
-  fi
-  wait_for wheel "${WAIT:-560}" || { echo "wheel: not ready"; tail -40 "$W/wheel.log"; pack 1; }
+  [ -f "$W/wheel.done" ] || background wheel build_ours_and_wheel build_wheel
+  wait_for wheel "$(left 20)" || { echo "wheel: not ready (the next phase waits for it)"; tail -20 "$W/wheel.log"; exit 1; }
   grep -E "ninja: no work|^\[[0-9]+/[0-9]+\]" "$W/wheel.log" | tail -5
   cp "$W/bb/build.json" "$W/bb/build.md" "$R/" 2>/dev/null
-  wheel=$(ls "$W"/dist/flash_attn-*.whl | head -1)
-  ls -l "$wheel"; sha256sum "$wheel" | tee "$R/wheel.sha256"
-  # bring the wheel back for later leases (the tool returns files up to 16 MiB)
-  split -b 15M -d "$wheel" "$OUT/$(basename "$wheel").part"
-  pack 0
+  return_wheel "$(ls "$W"/dist/flash_attn-*.whl | head -1)"
   ;;
 test)
   wheel=${WHEEL:-}
   if [ -z "$wheel" ]; then
-    wait_for wheel "${WAIT:-300}" || { echo "wheel: not ready"; tail -40 "$W/wheel.log"; pack 1; }
+    if [ ! -f "$W/wheel.done" ] && ! running wheel; then
+      echo "no wheel: run the build phase first (same lease), or carry a wheel and pass WHEEL=path"; exit 2
+    fi
+    wait_for wheel "$(left 300)" || { echo "wheel: not ready"; tail -20 "$W/wheel.log"; exit 1; }
+    build_wheel > "$W/wheel_repack.log" 2>&1 || { echo "repackaging the wheel failed"; tail -20 "$W/wheel_repack.log"; exit 1; }
     wheel=$(ls "$W"/dist/flash_attn-*.whl | head -1)
+    [ -f "$OUT/$(basename "$wheel").part00" ] || return_wheel "$wheel"
   fi
   wheel=$(readlink -f "$wheel")
   start_ci_build ci_none none
   start_ci_build ci_size size
-  rm -rf "$W/site_dev"; python3 -m pip install -q --no-deps --no-index --target "$W/site_dev" "$wheel" || pack 3
+  rm -rf "$W/site_dev"; python3 -m pip install -q --no-deps --no-index --target "$W/site_dev" "$wheel" || exit 3
   lib=$(ls "$W"/site_dev/flash_attn/_C_*.so | head -1)
-  cd "$W"  # never import the checkout's flash_attn/
-  rc=0
-  set -o pipefail
+  cd "$W" || exit 3  # never import the checkout's flash_attn/
   # correctness first (the ci builds compile meanwhile; nothing here is timed)
-  PYTHONPATH="$W/site_dev:${PYTHONPATH:-}" python3 -m flash_attn 2>&1 | tee "$R/build_info.txt"
-  PYTHONPATH="$W/site_dev:${PYTHONPATH:-}" python3 "$ROOT/tests/gpu/release_paths.py" --dtype all 2>&1 | tee "$R/release_paths.txt" || rc=1
-  python3 "$ROOT/tests/gpu/rescale_skip.py" --lib "$lib" --dims 64,128 2>&1 | tee "$R/rescale_skip_dev.txt" | tail -25 || rc=1
-  wait_for ci_none 240; wait_for ci_size 240
+  PYTHONPATH="$SITE" step build_info 400 python3 -m flash_attn
+  PYTHONPATH="$SITE" step release_paths 300 python3 "$ROOT/tests/gpu/release_paths.py" --dtype all || rc=1
+  step rescale_skip_dev 280 python3 "$ROOT/tests/gpu/rescale_skip.py" --lib "$lib" --dims 64,128 || rc=1
+  wait_for ci_none "$(left 240)"; wait_for ci_size "$(left 240)"
   # timed work on a quiet machine
-  PYTHONPATH="$W/site_dev:${PYTHONPATH:-}" python3 "$ROOT/src/release/validate.py" --out "$R" --wheel "$wheel" 2>&1 | tee "$R/validate.txt" | tail -60 || rc=1
-  python3 "$ROOT/bench/kernels.py" --out "$R" --build "dev=$W/site_dev" 2>&1 | tee "$R/bench_kernels.txt" | tail -45 || rc=1
+  PYTHONPATH="$SITE" step validate 150 python3 "$ROOT/src/release/validate.py" --out "$R" --wheel "$wheel" || rc=1
+  step bench_kernels 70 python3 "$ROOT/bench/kernels.py" --out "$R" --build "dev=$W/site_dev" || rc=1
   if [ -f "$W/ci_none.done" ] && [ -f "$W/ci_size.done" ]; then
-    python3 "$ROOT/bench/load_cost.py" --build none="$W/ci_none" --build size="$W/ci_size" --out "$R" 2>&1 | tee "$R/load_cost.txt" | tail -20
+    step load_cost 5 python3 "$ROOT/bench/load_cost.py" --build none="$W/ci_none" --build size="$W/ci_size" --out "$R" || rc=1
   else
-    echo "load cost: ci builds failed"; tail -20 "$W"/ci_*.log
+    echo "load cost: the ci builds failed or have not finished"; tail -n 20 "$W"/ci_*.log; rc=1
   fi
   # upstream's build of the same units, alone on the machine, collected by the next call
   if [ -f "$W/bb/build.json" ] && [ ! -d "$W/up" ]; then
     python3 "$ROOT/bench/build.py" --upstream-background "$W/up" --upstream-mode units --sdist "$SDIST" \
       --archs "$ARCHS" --kernel-set "$KSET" --jobs "$JOBS"
   fi
-  pack $rc
+  exit $rc
   ;;
 upstream)
-  python3 "$ROOT/bench/build.py" --out "$W/bb" --reuse-ours --collect "$W/up" --wait-s "${WAIT:-560}" 2>&1 | tee "$R/collect.txt"
+  set -o pipefail
+  python3 "$ROOT/bench/build.py" --out "$W/bb" --reuse-ours --collect "$W/up" --wait-s "$(left 30)" 2>&1 | tee "$R/collect.txt" || rc=1
   cp "$W/bb/build.json" "$W/bb/build.md" "$R/" 2>/dev/null
   cp "$W"/up/*.log "$W"/up/*.json "$R/" 2>/dev/null
-  cat "$R/build.md" 2>/dev/null | head -80
-  pack 0
+  head -80 "$R/build.md" 2>/dev/null
+  grep -q '"state": "done"' "$W/up/status.json" 2>/dev/null || { echo "upstream build: not done"; rc=1; }
+  exit $rc
   ;;
 *) echo "usage: device_session.sh build|test|upstream" >&2; exit 2 ;;
 esac

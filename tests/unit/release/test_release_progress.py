@@ -65,9 +65,10 @@ def test_eta_on_incremental_build_uses_ninja_total():
     p = progress.BuildProgress(units=["fwd_hdim64_fp16", "fwd_hdim64_bf16", "fwd_hdim128_fp16"], clock=clock)
     clock.t += 10.0
     p.feed("[1/2] Building CUDA object " + OBJ.format("fwd_hdim64_fp16"))
-    # only one edge left: at most one unit remains, not two
-    avg = (1.0 + 2**0.5) / 2
-    assert p.eta() == pytest.approx(10.0 * avg)
+    # only one edge left: at most one unit remains (the mean of the two left), not two
+    cost = {u: ks.parse_unit(u).cost for u in ("fwd_hdim64_fp16", "fwd_hdim64_bf16", "fwd_hdim128_fp16")}
+    avg = (cost["fwd_hdim64_bf16"] + cost["fwd_hdim128_fp16"]) / 2
+    assert p.eta() == pytest.approx(10.0 / cost["fwd_hdim64_fp16"] * avg)
 
 
 def test_eta_before_the_first_unit_uses_the_other_edges():
