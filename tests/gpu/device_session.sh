@@ -160,7 +160,7 @@ test)
   lib=$(ls "$W"/site_dev/flash_attn/_C_*.so | head -1)
   cd "$W" || exit 3  # never import the checkout's flash_attn/
   # correctness first (the ci builds compile meanwhile; nothing here is timed)
-  PYTHONPATH="$SITE" step build_info 400 python3 -m flash_attn
+  PYTHONPATH="$SITE" step build_info 300 python3 -m flash_attn
   PYTHONPATH="$SITE" step release_paths 300 python3 "$ROOT/tests/gpu/release_paths.py" --dtype all || rc=1
   step rescale_skip_dev 280 python3 "$ROOT/tests/gpu/rescale_skip.py" --lib "$lib" --dims 64,128 || rc=1
   wait_for ci_none "$(left 240)"; wait_for ci_size "$(left 240)"
