@@ -27,6 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT / "src") not in sys.path:
+    sys.path.append(str(REPO_ROOT / "src"))
+from release.validate import json_safe  # noqa: E402  (one strict-JSON conversion for every report)
+
 KERNELS_DIR = REPO_ROOT / "src" / "kernels"
 # The variable flash_attn's loader reads for the library to load (flash_attn/_loader.py LIBRARY_ENV).
 LIBRARY_ENV = "FLASH_ATTN_LIB"
@@ -106,19 +110,6 @@ def fmt(value: float | None, digits: int = 2, suffix: str = "") -> str:
 
 
 # -- result files --------------------------------------------------------------------------------
-
-
-def json_safe(value):
-    """``value`` with only what strict JSON holds: NaN/inf become None, tuples lists, other objects str."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if value is None or isinstance(value, (str, int)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return str(value)
 
 
 def write_results(out_dir: Path, stem: str, record: dict, markdown: str) -> tuple[Path, Path]:

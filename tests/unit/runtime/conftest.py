@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -92,3 +93,19 @@ def emulated(monkeypatch):
     yield info
     torch._dynamo.reset()
     binding.close()
+
+
+RELEASE_PATHS_SCRIPT = Path(__file__).resolve().parents[2] / "gpu" / "release_paths.py"
+
+
+@pytest.fixture(scope="module")
+def release_paths():
+    """tests/gpu/release_paths.py imported as a module (it is a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location("release_paths_under_test", RELEASE_PATHS_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)

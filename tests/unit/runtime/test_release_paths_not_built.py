@@ -4,26 +4,8 @@ KernelNotBuiltError wrapped in its own error)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
-
-SCRIPT = Path(__file__).resolve().parents[2] / "gpu" / "release_paths.py"
-
-
-@pytest.fixture(scope="module")
-def release_paths():
-    spec = importlib.util.spec_from_file_location("release_paths_not_built", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 @pytest.mark.parametrize("case", ["base", "kvcache", "compile_func", "compile_varlen"])
