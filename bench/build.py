@@ -61,6 +61,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_common as bc  # noqa: E402
 import machine  # noqa: E402
 
+from release.checksums import sha256_file  # noqa: E402  (src/ is on sys.path through bench_common)
+
 LAUNCHER = Path(__file__).resolve().parent / "measure_launcher.py"
 UPSTREAM_CMAKE = bc.REPO_ROOT / "cmake" / "FlashAttnUpstream.cmake"
 DRY_ENV = "FLASH_ATTN_BENCH_LAUNCHER_DRY"
@@ -543,16 +545,6 @@ def find_sdist(explicit: str | None, version: str) -> Path | None:
     return None
 
 
-def sha256_of(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def normalise_archs(text: str) -> list[str]:
     """'90', '80;90', '80,90', 'sm_90' -> ['90'] / ['80', '90']."""
     archs = [a.strip().lower().removeprefix("sm_").removeprefix("sm") for a in re.split(r"[;, ]+", text) if a.strip()]
@@ -731,6 +723,23 @@ def _build_ninja_objects(path: Path) -> list[str]:
     return outs
 
 
+def _timed_run(updir: Path, command: list[str], log: Path, env: dict) -> dict:
+    """Run upstream's build command with wall time and peak memory; record the outcome in status.json."""
+    t0 = time.time()
+    with MemorySampler() as mem:
+        rc, wall = run_logged(command, log, env=env, echo=False)
+    return write_status(
+        updir,
+        state="done" if rc == 0 else "failed",
+        returncode=rc,
+        wall_s=round(wall, 1),
+        build_started_epoch=round(t0, 1),
+        finished_epoch=round(time.time(), 1),
+        system_memory_used_peak_gib=mem.peak_gib,
+        log_tail=None if rc == 0 else log_tail(log),
+    )
+
+
 def run_upstream(updir: Path) -> dict:
     """Build upstream as described by updir/request.json; progress and result in updir/status.json."""
     req = json.loads((updir / "request.json").read_text(encoding="utf-8"))
@@ -740,7 +749,7 @@ def run_upstream(updir: Path) -> dict:
     units_log.unlink(missing_ok=True)
     write_status(updir, state="preparing", pid=os.getpid(), started_epoch=round(time.time(), 1))
     try:
-        actual = sha256_of(Path(req["sdist"]))
+        actual = sha256_file(Path(req["sdist"]))
         if actual != sha:
             raise RuntimeError(f"{req['sdist']} has sha256 {actual}, expected the pin {sha} ({version})")
         tree = _extract(Path(req["sdist"]), updir / "src")
@@ -816,21 +825,10 @@ def run_upstream(updir: Path) -> dict:
             nvcc=nvcc,
         )
         if req["mode"] == "full":
-            t0 = time.time()
-            with MemorySampler() as mem:
-                rc, wall = run_logged(pip, log, env=env, echo=False)
+            _timed_run(updir, pip, log, env)
             wheels = sorted(wheel_dir.glob("*.whl")) if wheel_dir.is_dir() else []
-            return write_status(
-                updir,
-                state="done" if rc == 0 else "failed",
-                returncode=rc,
-                wall_s=round(wall, 1),
-                build_started_epoch=round(t0, 1),
-                finished_epoch=round(time.time(), 1),
-                system_memory_used_peak_gib=mem.peak_gib,
-                wheel={"path": str(wheels[0]), "bytes": wheels[0].stat().st_size} if wheels else None,
-                log_tail=None if rc == 0 else log_tail(log),
-            )
+            wheel = {"path": str(wheels[0]), "bytes": wheels[0].stat().st_size} if wheels else None
+            return write_status(updir, wheel=wheel)
         # units mode: setup.py writes build.ninja with every nvcc call failing at once, then ninja
         # compiles only the common units with upstream's own commands.
         dry_env = dict(env, **{DRY_ENV: "1"})
@@ -847,19 +845,7 @@ def run_upstream(updir: Path) -> dict:
         missing = sorted(wanted - {upstream_unit_of(o) for o in objects})
         ninja = [shutil.which("ninja"), "-C", str(temp), "-v", "-j", str(req["jobs"]), *objects]
         write_status(updir, state="building units", ninja_command=shlex.join(ninja), units_missing=missing)
-        t0 = time.time()
-        with MemorySampler() as mem:
-            rc, wall = run_logged(ninja, log, env=env, echo=False)
-        return write_status(
-            updir,
-            state="done" if rc == 0 else "failed",
-            returncode=rc,
-            wall_s=round(wall, 1),
-            build_started_epoch=round(t0, 1),
-            finished_epoch=round(time.time(), 1),
-            system_memory_used_peak_gib=mem.peak_gib,
-            log_tail=None if rc == 0 else log_tail(log),
-        )
+        return _timed_run(updir, ninja, log, env)
     except Exception as exc:
         return write_status(
             updir,
