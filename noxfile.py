@@ -118,7 +118,9 @@ def tests(session: nox.Session) -> None:
     session.install(*pins.BUILD, *pins.TEST)
     # The checkout's root too: the unit tests import the source-tree flash_attn package.
     env = {"PYTHONPATH": os.pathsep.join([str(SRC), str(ROOT)])}
-    session.run("python", "-m", "pytest", *(session.posargs or ["tests"]), env=env)
+    # -rs: say why each skipped test skipped (tests/skip_policy.py fails the run on a reason that
+    # is not a missing GPU, kernel, second torch or other OS).
+    session.run("python", "-m", "pytest", "-rs", *(session.posargs or ["tests"]), env=env)
 
 
 @nox.session

@@ -8,7 +8,7 @@ configuration, on a private copy of the upstream kernel sources with our deltas 
 function, of FFMA2 (packed fp32 FMA), scalar FFMA and MUFU.EX2.  Prints a Markdown table and
 writes JSON.
 
-    python tests/sass/sass_audit.py --tree <upstream root> \
+    python tests/sass/sass_audit.py [--tree <upstream root>] \
         [--configs sm_100:1,sm_100:0,sm_120:1,sm_120:0,sm_80:1] [--workdir build/sass_audit] \
         [--json build/sass_audit/sass_audit.json] [--markdown build/sass_audit/sass_audit.md]
 
@@ -34,10 +34,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src" / "kernels"))
+sys.path.insert(0, str(REPO / "src"))
 import apply_deltas  # noqa: E402
 
+from release import upstream  # noqa: E402
+
 DEFAULT_CONFIGS = "sm_100:1,sm_100:0,sm_120:1,sm_120:0,sm_80:1"
-DEFAULT_TREE_CANDIDATES = ["/work/cache/src/flash_attn-2.8.3.post2"]
 
 NVCC_FLAGS = [
     "-std=c++20",
@@ -226,18 +228,26 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def locate_tree(arg: str | None) -> Path:
-    for cand in [arg, os.environ.get("FLASH_ATTN_SOURCE_DIR"), *DEFAULT_TREE_CANDIDATES]:
-        if cand and (Path(cand) / apply_deltas.KERNEL_DIR / "softmax.h").is_file():
-            return Path(cand)
-    raise SystemExit(
-        "[sass_audit] no upstream tree: pass --tree <root holding csrc/flash_attn/src> or set FLASH_ATTN_SOURCE_DIR"
-    )
+def locate_tree(arg: str | None, work: Path) -> Path:
+    """--tree, else $FLASH_ATTN_SOURCE_DIR, else the pinned sdist (as the build gets it) extracted into work/."""
+    given = arg or os.environ.get("FLASH_ATTN_SOURCE_DIR")
+    if given:
+        if not (Path(given) / apply_deltas.KERNEL_DIR / "softmax.h").is_file():
+            raise SystemExit(f"[sass_audit] {given} has no csrc/flash_attn/src/softmax.h: pass an upstream root")
+        return Path(given)
+    extracted = work / "upstream"
+    found = sorted(extracted.glob("flash_attn-*/csrc/flash_attn/src/softmax.h"))
+    if found:
+        return found[0].parents[3]
+    return upstream.extract_sdist(upstream.pinned_sdist(), extracted)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tree", help="upstream root (csrc/flash_attn/src, csrc/cutlass); default $FLASH_ATTN_SOURCE_DIR")
+    ap.add_argument(
+        "--tree",
+        help="upstream root (csrc/flash_attn/src, csrc/cutlass); default $FLASH_ATTN_SOURCE_DIR, else the pinned sdist",
+    )
     ap.add_argument("--cutlass", help="CUTLASS include dir (default <tree>/csrc/cutlass/include)")
     ap.add_argument("--configs", default=DEFAULT_CONFIGS, help=f"arch:packed list (default {DEFAULT_CONFIGS})")
     ap.add_argument("--threshold", default="8.0f", help="FLASH_ATTN_RESCALE_THRESHOLD for the build (default 8.0f)")
@@ -247,10 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-sass", action="store_true", help="write the full SASS dump next to each object")
     args = ap.parse_args(argv)
 
-    tree = locate_tree(args.tree)
-    cutlass = Path(args.cutlass) if args.cutlass else tree / "csrc" / "cutlass" / "include"
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
+    tree = locate_tree(args.tree, work)
+    cutlass = Path(args.cutlass) if args.cutlass else tree / "csrc" / "cutlass" / "include"
     patched = prepare_tree(tree, work)
     json_path = Path(args.json) if args.json else work / "sass_audit.json"
 

@@ -1,18 +1,15 @@
 """Kernel deltas A-1/A-2: the transformation script (src/kernels/apply_deltas.py) and the math of A-1.
 
-The script is run on a copy of upstream's csrc/flash_attn/src; the upstream tree is found by
-`upstream_tree()` (FLASH_ATTN_SOURCE_DIR, then known locations).  The compile check of the
+The script is run on a copy of upstream's csrc/flash_attn/src, taken from the pinned sdist by the
+shared `upstream_tree` fixture (tests/conftest.py).  The compile check of the
 patched headers is tests/sass/sass_audit.py (minutes per unit), not here.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
-import tarfile
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -22,60 +19,15 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "src" / "kernels" / "apply_deltas.py"
 KERNEL_DIR = Path("csrc") / "flash_attn" / "src"
 
-# Where an extracted flash-attn 2.8.3.post2 tree may be, after $FLASH_ATTN_SOURCE_DIR.
-UPSTREAM_CANDIDATES = [
-    REPO / "build" / "_deps" / "flash_attn-src",
-    Path("/work/cache/src/flash_attn-2.8.3.post2"),
-]
-SDIST_NAME = "flash_attn-2.8.3.post2.tar.gz"
-
-
-def _cached_sdist() -> Path | None:
-    """The pinned sdist: $FLASH_ATTN_SDIST, else the build's download cache (cmake/FlashAttnUpstream.cmake)."""
-    cache = os.environ.get("FLASH_ATTN_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "flash_attn_wheels"
-    )
-    for cand in (os.environ.get("FLASH_ATTN_SDIST"), os.path.join(cache, SDIST_NAME)):
-        if cand and Path(cand).is_file():
-            return Path(cand)
-    return None
-
-
-def _extract_kernel_dir(sdist: Path) -> Path:
-    """Extract only csrc/flash_attn/src of the sdist into a temporary folder (unpatched)."""
-    root = Path(tempfile.mkdtemp(prefix="fa-upstream-"))
-    prefix = f"{SDIST_NAME[: -len('.tar.gz')]}/{KERNEL_DIR.as_posix()}/"
-    with tarfile.open(sdist) as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
-        for m in members:
-            m.name = m.name[len(SDIST_NAME[: -len(".tar.gz")]) + 1 :]
-        tar.extractall(root, members=members, filter="data")
-    return root
-
-
-def upstream_tree() -> Path | None:
-    """Root of an unpatched upstream tree (holding csrc/flash_attn/src/softmax.h), or None."""
-    env = os.environ.get("FLASH_ATTN_SOURCE_DIR")
-    for cand in ([Path(env)] if env else []) + UPSTREAM_CANDIDATES:
-        if (cand / KERNEL_DIR / "softmax.h").is_file():
-            return cand
-    sdist = _cached_sdist()
-    return _extract_kernel_dir(sdist) if sdist else None
-
 
 def run_script(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
 
 
 @pytest.fixture
-def tree(tmp_path: Path) -> Path:
-    src = upstream_tree()
-    if src is None:
-        pytest.skip(
-            "no extracted upstream flash-attn tree: set FLASH_ATTN_SOURCE_DIR to a root holding "
-            "csrc/flash_attn/src (the build stages one under build/_deps)"
-        )
-    shutil.copytree(src / KERNEL_DIR, tmp_path / KERNEL_DIR)
+def tree(tmp_path: Path, upstream_tree: Path) -> Path:
+    """A writable copy of the pinned sdist's csrc/flash_attn/src (the shared extraction stays untouched)."""
+    shutil.copytree(upstream_tree / KERNEL_DIR, tmp_path / KERNEL_DIR)
     return tmp_path
 
 
@@ -87,7 +39,7 @@ def softmax_h(tree: Path) -> Path:
 # The transformation
 
 
-def test_apply_patches_softmax_and_adds_header(tree: Path):
+def test_apply_patches_softmax_and_adds_header(tree: Path, upstream_tree: Path):
     original = softmax_h(tree).read_text()
     r = run_script("--tree", str(tree))
     assert r.returncode == 0, r.stderr
@@ -120,7 +72,7 @@ def test_apply_patches_softmax_and_adds_header(tree: Path):
         assert macro in header
     assert "asm volatile" not in header  # the packed FMA must stay schedulable
     # only softmax.h changed among upstream's files
-    src = upstream_tree() / KERNEL_DIR
+    src = upstream_tree / KERNEL_DIR
     for p in src.iterdir():
         if p.name != "softmax.h":
             assert (tree / KERNEL_DIR / p.name).read_bytes() == p.read_bytes(), p.name

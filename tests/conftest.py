@@ -1,0 +1,35 @@
+"""Fixtures shared by every test folder, and the skip policy of the test command.
+
+`upstream_sdist` and `upstream_tree` give tests the pinned upstream FlashAttention-2 source the
+way the build obtains it (release.upstream: $FLASH_ATTN_SDIST, else the download cache, else a pip
+download; always hash-checked), extracted once per run into a temporary folder. No test looks
+for the upstream tree at a path of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from skip_policy import pytest_runtest_logreport, pytest_sessionfinish, pytest_terminal_summary  # noqa: F401
+
+
+@pytest.fixture(scope="session")
+def upstream_sdist() -> Path:
+    """Path of the verified pinned sdist (flash_attn-2.8.3.post2.tar.gz); downloaded if absent."""
+    from release import upstream
+    from release.errors import ReleaseError
+
+    try:
+        return upstream.pinned_sdist()
+    except ReleaseError as e:
+        pytest.fail(f"the pinned upstream sdist is needed and could not be obtained: {e}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def upstream_tree(upstream_sdist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Root of the extracted pinned sdist (holds setup.py, flash_attn/, csrc/). Treat it as read-only:
+    tests that patch files copy what they patch into their own tmp_path."""
+    from release import upstream
+
+    return upstream.extract_sdist(upstream_sdist, tmp_path_factory.mktemp("upstream"))
