@@ -227,7 +227,9 @@ def platform_tag(policy: str, arch: str = "x86_64") -> str:
     such as manylinux2014 are not accepted: the release names its glibc floor explicitly).
     """
     if not _MANYLINUX_RE.match(policy or ""):
-        raise ReleaseError(f"manylinux policy {policy!r} is not of the form manylinux_<major>_<minor>, e.g. manylinux_2_28")
+        raise ReleaseError(
+            f"manylinux policy {policy!r} is not of the form manylinux_<major>_<minor>, e.g. manylinux_2_28"
+        )
     return f"{policy}_{arch}"
 
 
