@@ -31,3 +31,5 @@ TEST = [
     "pyyaml==6.0.3",
 ]
 LINT = ["ruff==0.17.6"]
+# The manylinux gate (nox -s manylinux, release.manylinux): auditwheel show --json.
+AUDIT = ["auditwheel==6.8.2", "pyelftools==0.33", "wheel==0.48.0"]
