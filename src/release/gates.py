@@ -79,9 +79,9 @@ def plan(
     if from_run:
         if not from_run.isdigit():
             raise ReleaseError(f"from_run {from_run!r} is not a run id (the number in .../actions/runs/<id>)")
-        if filtered or non_release:
+        if tag and (filtered or non_release):  # elsewhere the inputs say which wheels that run built
             raise ReleaseError(
-                "from_run assembles the wheels of an earlier run as they are; leave the other inputs empty "
+                f"from_run on {tag} assembles the whole release of its push run; leave the other inputs empty "
                 f"(given: {', '.join(filtered + (['kernel_set=' + kernel_set] if non_release else []))})"
             )
     if not tag:

@@ -26,10 +26,10 @@ from pathlib import PureWindowsPath
 from .errors import ReleaseError
 
 VC_COMPONENT = "Microsoft.VisualStudio.Component.VC.Tools.x86.x64"
-Runner = Callable[[list[str]], subprocess.CompletedProcess]
+Runner = Callable[[list[str] | str], subprocess.CompletedProcess]
 
 
-def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+def _run(cmd: list[str] | str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 
@@ -76,7 +76,9 @@ def changed(before: dict[str, str], after: dict[str, str]) -> dict[str, str]:
 def developer_env(arch: str, env: dict, run: Runner = _run) -> dict[str, str]:
     """The variables vcvarsall.bat `arch` sets or changes, plus CC=cl and CXX=cl."""
     vcvarsall = find_vcvarsall(env, run)
-    proc = run(["cmd", "/d", "/s", "/c", f'""{vcvarsall}" {arch} >nul && set"'])
+    # One string, passed to CreateProcess as it is: cmd /s strips the outer quotes and keeps the inner
+    # ones (a list would have its quotes backslash-escaped, which cmd does not understand).
+    proc = run(f'cmd /d /s /c ""{vcvarsall}" {arch} >nul && set"')
     after = parse_set_output(proc.stdout)
     if proc.returncode != 0 or not after:
         raise ReleaseError(f"{vcvarsall} {arch} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")

@@ -29,7 +29,7 @@ def fake_runner(vswhere_out=VS + "\n", set_out=SET_OUTPUT, set_rc=0):
 
     def run(cmd):
         calls.append(cmd)
-        if cmd[0].endswith("vswhere.exe"):
+        if isinstance(cmd, list) and cmd[0].endswith("vswhere.exe"):
             return subprocess.CompletedProcess(cmd, 0 if vswhere_out else 1, stdout=vswhere_out, stderr="")
         return subprocess.CompletedProcess(cmd, set_rc, stdout=set_out, stderr="")
 
@@ -44,8 +44,7 @@ def test_writes_what_vcvarsall_changed_and_cl_as_the_compiler():
     assert got["Path"].startswith(VS)
     assert calls[0][0] == r"C:\Program Files (x86)\Microsoft Visual Studio\Installer\vswhere.exe"
     assert msvc_env.VC_COMPONENT in calls[0]
-    assert calls[1][:4] == ["cmd", "/d", "/s", "/c"] and rf"{VS}\VC\Auxiliary\Build\vcvarsall.bat" in calls[1][4]
-    assert calls[1][4].endswith(' x64 >nul && set"')
+    assert calls[1] == rf'cmd /d /s /c ""{VS}\VC\Auxiliary\Build\vcvarsall.bat" x64 >nul && set"'
     text = msvc_env.github_env_text(got)
     assert "CXX=cl\n" in text and "TEMP=" not in text
 

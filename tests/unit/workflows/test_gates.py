@@ -67,6 +67,9 @@ def test_from_run_assembles_on_a_tag_only_and_takes_no_other_input():
         gates.plan("workflow_dispatch", TAG, VERSION, "ci", from_run="123456")
     with pytest.raises(ReleaseError, match=r"given: os"):
         gates.plan("workflow_dispatch", TAG, VERSION, "", dict(NO_FILTERS, os="windows-2022"), "123456")
+    # on a branch the inputs say which wheels the earlier (dry) run built: assembled, never published
+    dry = gates.plan("workflow_dispatch", "refs/heads/main", VERSION, "ci", dict(NO_FILTERS, os="windows-2022"), "7")
+    assert not dry.publish
 
 
 def source_run(**overrides) -> dict:
