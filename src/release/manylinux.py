@@ -18,6 +18,7 @@ For each ``flash_attn-*-linux_x86_64.whl``:
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import re
 import shutil
@@ -51,11 +52,32 @@ def provided_by_torch(lib: str) -> bool:
     return any(p.match(lib) for p in PROVIDED_BY_TORCH)
 
 
-def audit(report: dict, policy: str = DEFAULT_POLICY) -> list[str]:
+def _newer_symbols(versioned: dict[str, list[str]], glibc: tuple[int, int]) -> list[str]:
+    """The GLIBC_x.y versions above `glibc`, and the highest GLIBCXX / CXXABI / GCC version, for the message."""
+    found: dict[str, tuple[int, ...]] = {}
+    newer = set()
+    for versions in versioned.values():
+        for v in versions:
+            name, _, number = v.partition("_")
+            if not number or not all(x.isdigit() for x in number.split(".")):
+                continue
+            key = tuple(int(x) for x in number.split("."))
+            if name == "GLIBC" and key[:2] > glibc:
+                newer.add(v)
+            elif name in ("GLIBCXX", "CXXABI", "GCC") and key > found.get(name, ()):
+                found[name] = key
+    top = [f"{n}_{'.'.join(map(str, k))}" for n, k in sorted(found.items())]
+    return sorted(newer) + top
+
+
+def audit(report: dict, policy: str = DEFAULT_POLICY, direct: set[str] | None = None) -> list[str]:
     """Problems that keep a wheel from the policy's tag, from an ``auditwheel show --json`` report.
 
     `report` is auditwheel's version-1 JSON (keys sym_tag, pyfpe, ucs2, unsupported_isa,
-    versioned_symbols, external_libs, policy_upgrades). Returns [] when the wheel may be tagged
+    versioned_symbols, external_libs, policy_upgrades). `direct` is the set of DT_NEEDED names of
+    the wheel's own ELF files (:func:`direct_needed`); when given, libraries auditwheel reached only
+    through torch's (e.g. libcublas via libtorch_cuda, when torch is importable where auditwheel
+    runs) are torch's dependencies, not the wheel's. Returns [] when the wheel may be tagged
     `policy` with the libraries of :data:`PROVIDED_BY_TORCH` left external.
     """
     if report.get("version") != 1 or "sym_tag" not in report:
@@ -65,7 +87,7 @@ def audit(report: dict, policy: str = DEFAULT_POLICY) -> list[str]:
     problems = []
     got = glibc_of(report["sym_tag"])
     if got is None or got > want:
-        symbols = "; ".join(f"{lib}: {', '.join(v)}" for lib, v in sorted(report.get("versioned_symbols", {}).items()))
+        symbols = ", ".join(_newer_symbols(report.get("versioned_symbols", {}), want))
         problems.append(
             f"its symbol versions need {report['sym_tag']}, newer than {target} ({symbols}). Build it in the "
             f"{policy} image (release.matrix LINUX_IMAGE), whose compiler keeps to glibc {want[0]}.{want[1]}."
@@ -76,13 +98,38 @@ def audit(report: dict, policy: str = DEFAULT_POLICY) -> list[str]:
     upgrade = (report.get("policy_upgrades") or {}).get(target, {})
     if upgrade.get("blacklisted_symbols"):
         problems.append(f"it uses symbols {target} forbids: {upgrade['blacklisted_symbols']}")
-    foreign = [lib for lib in upgrade.get("libs_to_eliminate", []) if not provided_by_torch(lib)]
+    needed = upgrade.get("libs_to_eliminate", [])
+    foreign = [lib for lib in needed if not provided_by_torch(lib) and (direct is None or lib in direct)]
     if foreign:
         problems.append(
             f"it needs external libraries that neither {target} nor torch provides: {', '.join(foreign)}. Link "
             "them statically or drop the dependency (they are never vendored)."
         )
     return problems
+
+
+def direct_needed(wheel: Path) -> set[str] | None:
+    """DT_NEEDED names of every ELF file in `wheel` (pyelftools, installed with auditwheel); None without it."""
+    try:
+        from elftools.common.exceptions import ELFError
+        from elftools.elf.dynamic import DynamicSection
+        from elftools.elf.elffile import ELFFile
+    except ImportError:
+        return None
+    needed: set[str] = set()
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            data = zf.read(name)
+            if not data.startswith(b"\x7fELF"):
+                continue
+            try:
+                elf = ELFFile(io.BytesIO(data))
+                for section in elf.iter_sections():
+                    if isinstance(section, DynamicSection):
+                        needed |= {t.needed for t in section.iter_tags() if t.entry.d_tag == "DT_NEEDED"}
+            except ELFError:
+                continue
+    return needed
 
 
 def vendored(wheel: Path) -> list[str]:
@@ -111,7 +158,7 @@ def gate(wheel: Path, policy: str = DEFAULT_POLICY, auditwheel: str | None = Non
     wheel = Path(wheel)
     problems = [f"it vendors libraries: {', '.join(v)}"] if (v := vendored(wheel)) else []
     report = auditwheel_show(wheel, auditwheel)
-    problems += audit(report, policy)
+    problems += audit(report, policy, direct_needed(wheel))
     if problems:
         raise ReleaseError(f"{wheel.name} is not {policy}:\n  " + "\n  ".join(problems))
     old_sidecar = wheel.with_name(wheel.name + ".sha256")

@@ -52,6 +52,26 @@ def test_symbols_newer_than_the_policy_fail():
     assert manylinux.audit(report(sym_tag="manylinux_2_34_x86_64"), policy="manylinux_2_34") == []
 
 
+def test_libraries_reached_only_through_torch_are_not_the_wheels():
+    # auditwheel run where torch is importable walks libtorch's own dependencies too
+    rep = report(libs=(*TORCH_LIBS, "libcublas.so.13", "libnccl.so.2"))
+    assert manylinux.audit(rep, direct=set(TORCH_LIBS) | {"libc.so.6"}) == []
+    (problem,) = manylinux.audit(rep, direct={*TORCH_LIBS, "libnccl.so.2"})
+    assert problem.endswith(
+        "provides: libnccl.so.2. Link them statically or drop the dependency (they are never vendored)."
+    )
+
+
+def test_the_message_names_the_symbols_that_are_too_new():
+    rep = report(sym_tag="manylinux_2_34_x86_64")
+    rep["versioned_symbols"] = {
+        "libc.so.6": ["GLIBC_2.2.5", "GLIBC_2.28", "GLIBC_2.32"],
+        "libstdc++.so.6": ["GLIBCXX_3.4.21", "GLIBCXX_3.4.9"],
+    }
+    (problem,) = manylinux.audit(rep)
+    assert "(GLIBC_2.32, GLIBCXX_3.4.21)" in problem
+
+
 def test_other_external_libraries_and_flags_fail():
     (problem,) = manylinux.audit(report(libs=(*TORCH_LIBS, "libcublas.so.13", "libz.so.1")))
     assert "neither manylinux_2_28_x86_64 nor torch provides: libcublas.so.13, libz.so.1" in problem
@@ -143,6 +163,7 @@ def test_real_library_linking_fake_torch_passes(tmp_path):
     got = manylinux.auditwheel_show(wheel, _auditwheel())
     assert set(got["external_libs"]) == {"libtorch.so", "libc10.so"}
     assert manylinux.audit(got) == []
+    assert {"libtorch.so", "libc10.so"} <= manylinux.direct_needed(wheel)
     new = manylinux.gate(wheel, auditwheel=_auditwheel())
     assert new.name.endswith("manylinux_2_28_x86_64.whl")
     assert tagging.verify_wheel(new).tags == ("cp310-abi3-manylinux_2_28_x86_64",)
