@@ -181,6 +181,12 @@ def test_the_privileged_job_runs_no_third_party_code(release):
     (upload,) = [st for st in asm["steps"] if st.get("uses", "").startswith("actions/upload-artifact@")]
     (download,) = [st for st in pub["steps"] if st.get("uses", "").startswith("actions/download-artifact@")]
     assert upload["with"]["name"] == download["with"]["name"] == "release-assets"
+    (wheels,) = [
+        st for st in release["jobs"]["build"]["steps"] if st.get("uses", "").startswith("actions/upload-artifact@")
+    ]
+    assert upload["with"]["overwrite"] is True and wheels["with"]["overwrite"] is True, (
+        "re-run attempts replace uploads"
+    )
 
 
 def test_draft_release_first_then_attestation_that_may_fail(release):
