@@ -183,3 +183,62 @@ def test_check_step_fails_on_another_wheel_name_or_no_summary(bash, tmp_path):
     wheel = "flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-cp310-abi3-linux_x86_64.whl"
     proc = run_check_step(bash, tmp_path / "b", wheel, summaries=0)
     assert proc.returncode != 0 and "::error::expected one build summary" in proc.stdout
+
+
+def job_step(job: str, pred) -> dict:
+    (found,) = [s for s in load_workflow("release.yml")["jobs"][job]["steps"] if pred(s)]
+    return found
+
+
+def run_bash_step(bash: str, script: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [bash, "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        cwd=cwd,
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "event, ref, publish",
+    [("push", "TAG", "true"), ("workflow_dispatch", "TAG", "false"), ("push", "refs/heads/main", "false")],
+)
+def test_gate_step_of_the_workflow(bash, tmp_path, event, ref, publish):
+    from release._paths import package_version
+
+    s = job_step("matrix", lambda st: st.get("id") == "gate")
+    tag = f"v{package_version()}"
+    out = tmp_path / "out"
+    env = {k: "" for k in s["env"]} | {"EVENT": event, "REF": f"refs/tags/{tag}" if ref == "TAG" else ref}
+    proc = run_bash_step(bash, s["run"], ROOT, env | {"GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": ""})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert out.read_text().splitlines()[0] == f"publish={publish}"
+
+
+def test_gate_step_stops_a_tag_that_is_not_the_version(bash, tmp_path):
+    s = job_step("matrix", lambda st: st.get("id") == "gate")
+    env = {k: "" for k in s["env"]} | {"EVENT": "push", "REF": "refs/tags/v0.0.1", "GITHUB_OUTPUT": str(tmp_path / "o")}
+    proc = run_bash_step(bash, s["run"], ROOT, env)
+    assert proc.returncode != 0 and "tag 'v0.0.1' does not match flash_attn/_version.py" in proc.stderr
+
+
+@pytest.mark.parametrize("drop", [0, 1])
+def test_publish_verify_step_needs_every_wheel_of_the_release(bash, tmp_path, drop):
+    from release import checksums, gates, matrix
+
+    s = job_step("publish", lambda st: "release.gates sums" in st.get("run", ""))
+    work = tmp_path / "w"
+    shutil.copytree(ROOT / "src", work / "src")
+    shutil.copytree(ROOT / "flash_attn", work / "flash_attn", ignore=shutil.ignore_patterns("*.so", "*.pyd"))
+    folder = work / "dist" / "release"
+    folder.mkdir(parents=True)
+    names = gates.expected_wheels(matrix.build_matrix())
+    for n in names[drop:]:
+        (folder / n).write_bytes(n.encode())
+    checksums.write_sha256sums(list(folder.iterdir()), folder / "SHA256SUMS")
+    proc = run_bash_step(bash, s["run"], work, {})
+    if drop:
+        assert proc.returncode != 0 and "covers 27 of the 28 wheels" in proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
