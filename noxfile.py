@@ -94,6 +94,15 @@ def bench_build(session: nox.Session) -> None:
     _bench(session, "build.py", str(ROOT / "reports" / "bench_build"))
 
 
+@nox.session
+def manylinux(session: nox.Session) -> None:
+    """auditwheel show gate and manylinux_2_28 re-tag of Linux wheels (-- wheelhouse [--policy manylinux_2_28])."""
+    if not session.posargs:
+        session.error("give the wheels or their folder: nox -s manylinux -- wheelhouse")
+    session.install(*pins.AUDIT)
+    session.run("python", "-m", "release.manylinux", *session.posargs, env=ENV)
+
+
 @nox.session(name="release", venv_params=SHARED)
 def release_(session: nox.Session) -> None:
     """Gather wheels and reports into dist/release-<version> with SHA256SUMS, and verify it."""

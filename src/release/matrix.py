@@ -28,13 +28,20 @@ Facts behind the table (looked up November 2026; re-check when adding a torch re
   is the 13.0 patch PyTorch's own binaries use; 13.2.2 the 13.2 one (pytorch/pytorch #196351).
 - CUDA 12.x builds (cu126, cu128) are not in the matrix: the project builds with nvcc 13.x only.
 
-The local version label is ``cu<XY>torch<torch>cxx11abi<true|false>.<group>`` exactly as
-:func:`release.tagging.local_label` writes it from a wheel's build info (tests check the two
-agree). ``cxx11abi`` is what torch reports as ``torch._C._GLIBCXX_USE_CXX11_ABI``: true for the
+The local version label is ``cu<XY>torch<torch>cxx11abi<true|false>.<group>`` (plus
+``.<kernel set>`` for any set but ``release``), composed by :func:`release.tagging.compose_label`,
+the function :func:`release.tagging.local_label` uses on a wheel's build info (tests check the
+two agree). ``cxx11abi`` is what torch reports as ``torch._C._GLIBCXX_USE_CXX11_ABI``: true for the
 Linux builds of these torch versions (libstdc++ new ABI only since torch 2.7), false on Windows,
 where MSVC has no such ABI switch and torch defines the flag as False. The label's CUDA is the
 toolkit's major and minor (nvcc's version in the build info), which the workflow matches to the
 torch build it installs.
+
+Linux wheels are built in PyTorch's manylinux_2_28 CUDA builder image (``container``: AlmaLinux 8,
+glibc 2.28, the toolkit preinstalled under /usr/local/cuda-<X.Y>), checked with ``auditwheel
+show`` and tagged ``manylinux_2_28_x86_64`` (``release.manylinux``); the job runs on an
+ubuntu-24.04 host. torch's own Linux wheels are manylinux_2_28 too, so the wheel runs wherever
+torch does.
 
 Stdlib only: ``nox -s matrix`` runs without installing anything.
 """
@@ -48,11 +55,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _paths
+from . import _paths, tagging
 
 PYTHON = "3.12"  # interpreter of the build jobs; the wheel is cp310-abi3 whatever runs the build
 WHEEL_PYTHON_TAG = "cp310-abi3"  # pyproject.toml: wheel.py-api = "cp310"
 TORCH_INDEX = "https://download.pytorch.org/whl/{cu}"
+
+
+MANYLINUX = "manylinux_2_28"  # glibc floor of the Linux wheels (torch's own wheels: the same)
+# PyTorch's builder image of that floor, per CUDA minor. A tag, not a digest: the build job checks the
+# toolkit patch it finds against CUDA below before it compiles (release.gates cuda).
+LINUX_IMAGE = "pytorch/manylinux2_28-builder:cuda{cuda}"
 
 
 @dataclass(frozen=True)
@@ -60,11 +73,19 @@ class OsInfo:
     platform_tag: str  # the wheel's platform tag
     cxx11_abi: bool  # torch._C._GLIBCXX_USE_CXX11_ABI of the torch builds on this OS
     short: str  # used in job and artifact names
+    image: str = ""  # container image of the build job ("" runs on the runner itself)
+    manylinux: str = ""  # the policy `auditwheel show` must accept ("" on Windows)
 
 
 # GitHub-hosted runner images the release is built on.
 OSES: dict[str, OsInfo] = {
-    "ubuntu-22.04": OsInfo(platform_tag="linux_x86_64", cxx11_abi=True, short="linux"),
+    "ubuntu-24.04": OsInfo(
+        platform_tag=tagging.platform_tag(MANYLINUX),
+        cxx11_abi=True,
+        short="linux",
+        image=LINUX_IMAGE,
+        manylinux=MANYLINUX,
+    ),
     "windows-2022": OsInfo(platform_tag="win_amd64", cxx11_abi=False, short="windows"),
 }
 GROUPS = ("blackwell", "legacy")  # `custom` is a local-build group, never released
@@ -90,9 +111,9 @@ def cu_tag(cuda: str) -> str:
     return f"cu{major}{minor}"
 
 
-def local_label(cuda: str, torch: str, cxx11_abi: bool, group: str) -> str:
-    """The local version label a wheel of this combination gets (release.tagging writes the same)."""
-    return f"{cu_tag(cuda)}torch{torch}cxx11abi{'true' if cxx11_abi else 'false'}.{group}"
+def local_label(cuda: str, torch: str, cxx11_abi: bool, group: str, kernel_set: str = "release") -> str:
+    """The local version label a wheel of this combination gets (release.tagging.compose_label)."""
+    return tagging.compose_label(cu_tag(cuda).removeprefix("cu"), torch, cxx11_abi, group, kernel_set)
 
 
 def wheel_name(version: str, label: str, platform_tag: str) -> str:
@@ -123,7 +144,7 @@ def entry(
     """One matrix entry: what a build job needs, and the wheel it must produce."""
     info = OSES[os_name]
     version = version or _paths.package_version()
-    label = local_label(cuda, torch, info.cxx11_abi, group)
+    label = local_label(cuda, torch, info.cxx11_abi, group, kernel_set)
     session = f"wheel_{group}"
     args = ["--torch-version", torch, "--kernel-set", kernel_set]
     return {
@@ -142,6 +163,8 @@ def entry(
         "args": args,
         "command": " ".join(["nox", "-s", session, "--", *args]),
         "cxx11_abi": info.cxx11_abi,
+        "container": info.image.format(cuda=cuda),
+        "manylinux": info.manylinux,
         "label": label,
         "wheel": wheel_name(version, label, info.platform_tag),
     }
@@ -172,7 +195,7 @@ def _parse_runners(raw: Iterable[str] | None) -> dict[str, str]:
     for item in _values(raw):
         os_name, sep, label = item.partition("=")
         if not sep or not label.strip():
-            raise MatrixError(f"--runner {item!r}: write it as OS=LABEL, e.g. --runner ubuntu-22.04=my-16-core-runner")
+            raise MatrixError(f"--runner {item!r}: write it as OS=LABEL, e.g. --runner ubuntu-24.04=my-16-core-runner")
         _check("--runner OS", [os_name.strip()], OSES)
         runners[os_name.strip()] = label.strip()
     return runners

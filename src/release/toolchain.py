@@ -95,11 +95,19 @@ def parse_compiler_banner(text: str) -> tuple[str, str] | None:
     return None
 
 
+def compiler_candidates(env: dict, platform: str | None = None) -> list[str]:
+    """Names of the host C++ compiler to probe, in order: $CXX when set; else on Windows only ``cl``
+    (nvcc accepts only MSVC there, and a ``c++`` on PATH is another compiler: windows-2022 images put
+    MinGW's gcc in C:\\mingw64\\bin on PATH); elsewhere c++, g++, clang++. `platform`: sys.platform."""
+    if env.get("CXX"):
+        return [env["CXX"]]
+    return ["cl"] if (platform or sys.platform) == "win32" else ["c++", "g++", "clang++"]
+
+
 def probe_compiler(env: dict | None = None) -> tuple[str | None, str | None, str | None]:
-    """(id, version, path) of the host C++ compiler CMake would pick: $CXX, else c++/g++/clang++/cl."""
+    """(id, version, path) of the host C++ compiler CMake would pick (:func:`compiler_candidates`)."""
     env = os.environ if env is None else env
-    names = [env.get("CXX")] if env.get("CXX") else ["c++", "g++", "clang++", "cl"]
-    for name in names:
+    for name in compiler_candidates(env):
         path = shutil.which(name) or (name if os.path.isfile(name) else None)
         if not path:
             continue

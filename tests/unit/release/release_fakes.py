@@ -19,7 +19,7 @@ def build_info(group: str = "legacy", **overrides) -> dict:
         "torch_version": "2.14.1+cu130",
         "torch_cuda_version": "13.0",
         "cxx11_abi": True,
-        "kernel_set": "ci",
+        "kernel_set": "release",
         "kernels": [{"kind": "fwd", "dtype": "fp16", "head_dim": 64, "causal": False}],
         "deltas": {"applied": True, "rescale_threshold": 8.0, "packed_fma": True, "broken_no_max_reset": False},
         "upstream": {"version": "2.8.3.post2", "sha256": "d0f9", "source": "sdist-file"},

@@ -111,6 +111,7 @@ def test_wheel_names_are_valid_and_carry_the_tagging_label(full):
             "torch_version": f"{e['torch']}+{e['cu']}",
             "cxx11_abi": e["cxx11_abi"],
             "group": e["group"],
+            "kernel_set": e["kernel_set"],
         }
         assert tagging.local_label(info) == e["label"]
         name, ver, build, tags = parse_wheel_filename(e["wheel"])
@@ -126,12 +127,27 @@ def test_cxx11_abi_label_per_os(full):
         linux = e["os"].startswith("ubuntu")
         assert e["cxx11_abi"] is linux
         assert e["label"] == f"{e['cu']}torch{e['torch']}cxx11abi{'true' if linux else 'false'}.{e['group']}"
-        assert e["wheel"].endswith("linux_x86_64.whl" if linux else "win_amd64.whl")
+        assert e["wheel"].endswith("manylinux_2_28_x86_64.whl" if linux else "win_amd64.whl")
+        assert e["container"] == (f"pytorch/manylinux2_28-builder:cuda{e['cuda']}" if linux else "")
+        assert e["manylinux"] == ("manylinux_2_28" if linux else "")
+
+
+@pytest.mark.parametrize("kernel_set", ["ci", "dev"])
+def test_a_non_release_kernel_set_never_carries_a_release_name(full, kernel_set):
+    """A dry run (kernel_set=ci) builds wheels whose names differ from every release wheel's."""
+    release_names = {e["wheel"] for e in full}
+    other = matrix.build_matrix(kernel_set=kernel_set)["include"]
+    assert len(other) == len(full)
+    for e in other:
+        assert e["label"].endswith(f".{e['group']}.{kernel_set}")
+        assert e["wheel"] not in release_names
 
 
 def test_example_of_the_design_document():
-    e = matrix.entry("ubuntu-22.04", "legacy", "13.0", "2.14.1", version="2.9.2.post1")
-    assert e["wheel"] == "flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-cp310-abi3-linux_x86_64.whl"
+    e = matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.14.1", version="2.9.2.post1")
+    assert e["wheel"] == (
+        "flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-cp310-abi3-manylinux_2_28_x86_64.whl"
+    )
     assert e["command"] == "nox -s wheel_legacy -- --torch-version 2.14.1 --kernel-set release"
 
 
@@ -163,12 +179,12 @@ def test_os_and_group_filter_selects_the_windows_legacy_builds():
 @pytest.mark.parametrize(
     "kwargs, flag, valid",
     [
-        (dict(oses=["macos-14"]), "--os", "ubuntu-22.04, windows-2022"),
+        (dict(oses=["macos-14"]), "--os", "ubuntu-24.04, windows-2022"),
         (dict(groups=["hopper"]), "--group", "blackwell, legacy"),
         (dict(cudas=["12.8"]), "--cuda", "13.0, 13.2"),
         (dict(torches=["2.10"]), "--torch", "2.11.0, 2.12.1, 2.13.0, 2.14.1"),
         (dict(kernel_set="full"), "--kernel-set", "release, dev, ci"),
-        (dict(runners=["macos-14=big"]), "--runner OS", "ubuntu-22.04, windows-2022"),
+        (dict(runners=["macos-14=big"]), "--runner OS", "ubuntu-24.04, windows-2022"),
     ],
 )
 def test_unknown_values_are_errors_that_list_the_valid_ones(kwargs, flag, valid):
@@ -183,9 +199,9 @@ def test_filters_without_a_combination_say_which_exist():
 
 
 def test_runner_override_and_kernel_set():
-    got = matrix.build_matrix(runners=["ubuntu-22.04=linux-16-core"], kernel_set="ci", groups=["legacy"])["include"]
+    got = matrix.build_matrix(runners=["ubuntu-24.04=linux-16-core"], kernel_set="ci", groups=["legacy"])["include"]
     for e in got:
-        assert e["runner"] == ("linux-16-core" if e["os"] == "ubuntu-22.04" else e["os"])
+        assert e["runner"] == ("linux-16-core" if e["os"] == "ubuntu-24.04" else e["os"])
         assert e["args"][-2:] == ["--kernel-set", "ci"]
     with pytest.raises(matrix.MatrixError, match="OS=LABEL"):
         matrix.build_matrix(runners=["linux-16-core"])
@@ -221,7 +237,7 @@ def test_retagging_a_build_of_an_entry_gives_the_promised_wheel_name(tmp_path):
     if tagging._wheel_version() < tagging.MIN_WHEEL:
         pytest.skip("re-tagging needs wheel >= 0.48")
     picks = [
-        matrix.entry("ubuntu-22.04", "legacy", "13.0", "2.14.1"),
+        matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.14.1"),
         matrix.entry("windows-2022", "blackwell", "13.2", "2.12.1"),
     ]
     for i, e in enumerate(picks):
@@ -230,6 +246,7 @@ def test_retagging_a_build_of_an_entry_gives_the_promised_wheel_name(tmp_path):
             cuda_version={"13.0": "13.0.88", "13.2": "13.2.78"}[e["cuda"]],  # nvcc's own version string
             torch_version=f"{e['torch']}+{e['cu']}",
             cxx11_abi=e["cxx11_abi"],
+            kernel_set=e["kernel_set"],
         )
         raw = make_wheel(tmp_path / f"raw{i}", group=e["group"], info=info)
         tagged = tagging.retag(raw, tmp_path / f"out{i}")

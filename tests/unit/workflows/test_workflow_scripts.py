@@ -1,8 +1,9 @@
 """Run scripts of release.yml here, against local fakes (the workflow itself cannot run here).
 
-- the Windows CUDA step (Python): NVIDIA's redistributable manifest and archives are replaced by a
-  file:// folder (CUDA_REDIST_URL); checks the sha256 check, the merge into one root, the nvvm
-  check and what it writes to GITHUB_PATH / GITHUB_ENV;
+- the Windows CUDA step (``python -m release.cuda_redist``, the same in release.yml and ci.yml):
+  NVIDIA's redistributable manifest and archives are replaced by a file:// folder
+  (CUDA_REDIST_URL); checks the sha256 check, the merge into one root, the nvvm check, what it
+  writes to GITHUB_PATH / GITHUB_ENV, and the retries of a download;
 - the step that checks the wheel name and collects the build summary (bash).
 """
 
@@ -19,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _workflows import load_workflow
+from _workflows import ROOT, load_workflow
 
 WINDOWS_CUDA_STEP = "CUDA toolkit ${{ matrix.cuda_full }} (Windows, NVIDIA redistributable archives)"
 CHECK_STEP = "Check the wheel name and collect the build summary"
@@ -59,7 +60,8 @@ def run_windows_cuda_step(
     tmp_path: Path, components: dict, corrupt: str = ""
 ) -> tuple[subprocess.CompletedProcess, Path]:
     s = step(WINDOWS_CUDA_STEP)
-    assert s["shell"] == "python" and s["if"] == "runner.os == 'Windows'"
+    assert s["if"] == "runner.os == 'Windows'" and s["run"] == "python -m release.cuda_redist"
+    assert s["env"]["PYTHONPATH"] == "src" and s["env"]["CUDA_FULL"] == "${{ matrix.cuda_full }}"
     redist = tmp_path / "redist"
     redist.mkdir(parents=True)
     root = tmp_path / "cuda"
@@ -71,9 +73,9 @@ def run_windows_cuda_step(
         GITHUB_PATH=str(tmp_path / "github_path"),
         GITHUB_ENV=str(tmp_path / "github_env"),
     )
-    script = tmp_path / "step.py"
-    script.write_text(s["run"], encoding="utf-8")
-    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True), root
+    env["PYTHONPATH"] = str(ROOT / s["env"]["PYTHONPATH"])
+    cmd = [sys.executable, *s["run"].split()[1:]]  # python -m release.cuda_redist
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path), root
 
 
 COMPONENTS = {
@@ -106,6 +108,28 @@ def test_windows_cuda_step_needs_the_required_components_and_nvvm(tmp_path):
     assert proc.returncode != 0 and "no windows-x86_64 cuda_cccl" in proc.stderr
     proc, _ = run_windows_cuda_step(tmp_path / "b", {k: v for k, v in COMPONENTS.items() if k != "libnvvm"})
     assert proc.returncode != 0 and "no nvvm/bin" in proc.stderr
+
+
+def test_ci_windows_job_installs_cuda_with_the_same_module():
+    (job_step,) = [
+        st
+        for st in load_workflow("ci.yml")["jobs"]["wheel-ci-windows"]["steps"]
+        if st.get("run") == "python -m release.cuda_redist"
+    ]
+    assert job_step["env"]["PYTHONPATH"] == "src"
+    assert load_workflow("ci.yml")["env"]["CUDA_FULL"] == "13.0.2"
+
+
+def test_a_download_is_retried_then_fails(tmp_path):
+    from release import cuda_redist
+
+    waits = []
+    missing = (tmp_path / "nothing.json").as_uri()
+    with pytest.raises(OSError):
+        cuda_redist.fetch(missing, timeout=1, sleep=waits.append)
+    assert waits == list(cuda_redist.RETRY_DELAYS)
+    (tmp_path / "ok.json").write_text("{}")
+    assert cuda_redist.fetch((tmp_path / "ok.json").as_uri(), timeout=1, sleep=waits.append) == b"{}"
 
 
 @pytest.fixture
@@ -159,3 +183,62 @@ def test_check_step_fails_on_another_wheel_name_or_no_summary(bash, tmp_path):
     wheel = "flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-cp310-abi3-linux_x86_64.whl"
     proc = run_check_step(bash, tmp_path / "b", wheel, summaries=0)
     assert proc.returncode != 0 and "::error::expected one build summary" in proc.stdout
+
+
+def job_step(job: str, pred) -> dict:
+    (found,) = [s for s in load_workflow("release.yml")["jobs"][job]["steps"] if pred(s)]
+    return found
+
+
+def run_bash_step(bash: str, script: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [bash, "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        cwd=cwd,
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "event, ref, publish",
+    [("push", "TAG", "true"), ("workflow_dispatch", "TAG", "false"), ("push", "refs/heads/main", "false")],
+)
+def test_gate_step_of_the_workflow(bash, tmp_path, event, ref, publish):
+    from release._paths import package_version
+
+    s = job_step("matrix", lambda st: st.get("id") == "gate")
+    tag = f"v{package_version()}"
+    out = tmp_path / "out"
+    env = {k: "" for k in s["env"]} | {"EVENT": event, "REF": f"refs/tags/{tag}" if ref == "TAG" else ref}
+    proc = run_bash_step(bash, s["run"], ROOT, env | {"GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": ""})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert out.read_text().splitlines()[0] == f"publish={publish}"
+
+
+def test_gate_step_stops_a_tag_that_is_not_the_version(bash, tmp_path):
+    s = job_step("matrix", lambda st: st.get("id") == "gate")
+    env = {k: "" for k in s["env"]} | {"EVENT": "push", "REF": "refs/tags/v0.0.1", "GITHUB_OUTPUT": str(tmp_path / "o")}
+    proc = run_bash_step(bash, s["run"], ROOT, env)
+    assert proc.returncode != 0 and "tag 'v0.0.1' does not match flash_attn/_version.py" in proc.stderr
+
+
+@pytest.mark.parametrize("drop", [0, 1])
+def test_publish_verify_step_needs_every_wheel_of_the_release(bash, tmp_path, drop):
+    from release import checksums, gates, matrix
+
+    s = job_step("publish", lambda st: "release.gates sums" in st.get("run", ""))
+    work = tmp_path / "w"
+    shutil.copytree(ROOT / "src", work / "src")
+    shutil.copytree(ROOT / "flash_attn", work / "flash_attn", ignore=shutil.ignore_patterns("*.so", "*.pyd"))
+    folder = work / "dist" / "release"
+    folder.mkdir(parents=True)
+    names = gates.expected_wheels(matrix.build_matrix())
+    for n in names[drop:]:
+        (folder / n).write_bytes(n.encode())
+    checksums.write_sha256sums(list(folder.iterdir()), folder / "SHA256SUMS")
+    proc = run_bash_step(bash, s["run"], work, {})
+    if drop:
+        assert proc.returncode != 0 and "covers 27 of the 28 wheels" in proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
