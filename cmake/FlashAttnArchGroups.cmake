@@ -140,6 +140,63 @@ function(_flash_attn_parse_arch text out_var)
 endfunction()
 
 # ---------------------------------------------------------------------------
+# _flash_attn_sass_entries(<cuda> <archs> <out_cuda_archs> <out_sass>)  (internal)
+#
+# Arguments: <cuda> toolkit version, <archs> SM list (checked by the caller).
+# Outputs:   <out_cuda_archs> one CUDA_ARCHITECTURES SASS entry per SM: NNf-real
+#            for the manifest's family-specific SMs when <cuda> has that form,
+#            else NN-real; <out_sass> the same as sm_NN[f] names.
+# Errors:    none.
+# ---------------------------------------------------------------------------
+function(_flash_attn_sass_entries cuda archs out_cuda_archs out_sass)
+  _flash_attn_arch_group_data()
+  set(cuda_archs "")
+  set(sass "")
+  foreach(sm IN LISTS archs)
+    if(sm IN_LIST FLASH_ATTN_FAMILY_SPECIFIC_ARCHS
+       AND cuda VERSION_GREATER_EQUAL FLASH_ATTN_FAMILY_SPECIFIC_MIN_CUDA)
+      list(APPEND cuda_archs "${sm}f-real")
+      list(APPEND sass "sm_${sm}f")
+    else()
+      list(APPEND cuda_archs "${sm}-real")
+      list(APPEND sass "sm_${sm}")
+    endif()
+  endforeach()
+  set(${out_cuda_archs} "${cuda_archs}" PARENT_SCOPE)
+  set(${out_sass} "${sass}" PARENT_SCOPE)
+endfunction()
+
+# ---------------------------------------------------------------------------
+# flash_attn_arch_groups_sass(CUDA_VERSION <x.y[.z]> OUT_JSON <var>)
+#
+# Arguments: CUDA_VERSION the toolkit version (as for the function below).
+# Outputs:   OUT_JSON = a JSON object, fixed group name -> its SASS targets with
+#            this toolkit, e.g. {"blackwell": ["sm_100f", "sm_120f", "sm_121"],
+#            "legacy": ["sm_80", "sm_89", "sm_90"]}. The build info carries it
+#            so an installed wheel can name the group whose wheel runs on a GPU.
+#            No toolkit check: a legacy build with CUDA 12.4 still lists the
+#            blackwell group's SMs.
+# Errors:    FATAL_ERROR when an argument is missing.
+# ---------------------------------------------------------------------------
+function(flash_attn_arch_groups_sass)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "CUDA_VERSION;OUT_JSON" "")
+  if(NOT ARG_CUDA_VERSION OR NOT ARG_OUT_JSON)
+    message(FATAL_ERROR "flash_attn_arch_groups_sass: CUDA_VERSION and OUT_JSON are required.")
+  endif()
+  _flash_attn_arch_group_data()
+  set(json "{}")
+  foreach(group IN LISTS FLASH_ATTN_ARCH_GROUPS)
+    if(NOT FLASH_ATTN_ARCH_GROUP_${group})
+      continue()  # custom: no fixed SMs
+    endif()
+    _flash_attn_sass_entries("${ARG_CUDA_VERSION}" "${FLASH_ATTN_ARCH_GROUP_${group}}" unused sass)
+    list(JOIN sass "\", \"" items)
+    string(JSON json SET "${json}" "${group}" "[\"${items}\"]")
+  endforeach()
+  set(${ARG_OUT_JSON} "${json}" PARENT_SCOPE)
+endfunction()
+
+# ---------------------------------------------------------------------------
 # flash_attn_arch_group_targets(
 #     GROUP <blackwell|legacy|custom>
 #     CUDA_VERSION <x.y[.z]>
@@ -294,19 +351,12 @@ function(flash_attn_arch_group_targets)
   endforeach()
 
   # SASS entries.
-  set(cuda_archs "")
-  set(sass "")
-  foreach(sm IN LISTS archs)
-    if(sm IN_LIST FLASH_ATTN_FAMILY_SPECIFIC_ARCHS
-       AND cuda VERSION_GREATER_EQUAL FLASH_ATTN_FAMILY_SPECIFIC_MIN_CUDA)
-      list(APPEND cuda_archs "${sm}f-real")
-      list(APPEND sass "sm_${sm}f")
+  _flash_attn_sass_entries("${cuda}" "${archs}" cuda_archs sass)
+  foreach(entry IN LISTS cuda_archs)
+    if(entry MATCHES "^([0-9]+)f-real$")
       message(STATUS
-        "flash_attn: sm_${sm} -> ${sm}f-real (family-specific SASS, "
+        "flash_attn: sm_${CMAKE_MATCH_1} -> ${entry} (family-specific SASS, "
         "CUDA ${cuda} >= ${FLASH_ATTN_FAMILY_SPECIFIC_MIN_CUDA})")
-    else()
-      list(APPEND cuda_archs "${sm}-real")
-      list(APPEND sass "sm_${sm}")
     endif()
   endforeach()
 

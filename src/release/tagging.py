@@ -28,7 +28,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .build_key import cuda_digits
+from . import _paths
 from .errors import ReleaseError
 
 MIN_WHEEL = (0, 48)
@@ -39,15 +39,14 @@ _LIBRARY_RE = re.compile(r"^flash_attn/_C_([a-z0-9_]+)\.(so|pyd)$")
 def local_label(info: dict) -> str:
     """The local version label of a build info record, in PEP 440 normal form.
 
-    cu + CUDA major and minor (from cuda_version), torch + torch version without its own local
-    label, cxx11abi + true/false, then "." and the arch group.
+    Spelled by flash_attn/_label.py (the runtime's definition, also used by release.matrix) from
+    cuda_version, the torch version without its own local label, cxx11_abi and the arch group.
     """
     from packaging.version import InvalidVersion, Version
 
     try:
         torch = Version(info["torch_version"]).public
-        label = f"cu{cuda_digits(info['cuda_version'])}torch{torch}cxx11abi{'true' if info['cxx11_abi'] else 'false'}"
-        label += f".{info['group']}"
+        label = _paths.label().local_label(info["cuda_version"], torch, bool(info["cxx11_abi"]), info["group"])
         return Version(f"0+{label}").local
     except (KeyError, ValueError, InvalidVersion) as e:
         raise ReleaseError(f"cannot compute the local version label from build info {info}: {e}") from None

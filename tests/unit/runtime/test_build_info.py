@@ -81,7 +81,7 @@ def test_read(tmp_path, legacy_info):
     ],
 )
 def test_kernel_head_dim(head_dim, kernel):
-    assert bi.kernel_head_dim(head_dim) == kernel
+    assert bi.kernel_head_dim(head_dim, (32, 64, 96, 128, 192, 256)) == kernel
 
 
 def test_dtype_names():
