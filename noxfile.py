@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent
 SRC = ROOT / "src"
 sys.path.insert(0, str(SRC))
 
-from release import pins  # noqa: E402
+from release import manifest, pins  # noqa: E402
 
 nox.options.sessions = ["lint", "tests"]
 nox.options.default_venv_backend = "venv"
@@ -34,22 +34,22 @@ def _release(session: nox.Session, module: str, *args: str) -> None:
     session.run("python", "-m", f"release.{module}", *args, *session.posargs, env=ENV)
 
 
-@nox.session(venv_params=SHARED)
-def wheel_blackwell(session: nox.Session) -> None:
-    """Build, tag, checksum and smoke-test the blackwell wheel (sm_100, sm_120, sm_121)."""
-    _release(session, "wheels", "--arch-group", "blackwell")
+def _wheel_session(group: dict) -> None:
+    """Define wheel_<group> for one arch group of build-manifest.json."""
+
+    def wheel(session: nox.Session) -> None:
+        _release(session, "wheels", "--arch-group", group["name"])
+
+    if group["sms"]:
+        sms = ", ".join(f"sm_{sm}" for sm in group["sms"])
+        wheel.__doc__ = f"Build, tag, checksum and smoke-test the {group['name']} wheel ({sms})."
+    else:
+        wheel.__doc__ = "Build a wheel for the SMs given with --cuda-archs (e.g. -- --cuda-archs 80,90)."
+    nox.session(name=f"wheel_{group['name']}", venv_params=SHARED)(wheel)
 
 
-@nox.session(venv_params=SHARED)
-def wheel_legacy(session: nox.Session) -> None:
-    """Build, tag, checksum and smoke-test the legacy wheel (sm_80, sm_89, sm_90)."""
-    _release(session, "wheels", "--arch-group", "legacy")
-
-
-@nox.session(venv_params=SHARED)
-def wheel_custom(session: nox.Session) -> None:
-    """Build a wheel for the SMs given with --cuda-archs (e.g. -- --cuda-archs 80,90)."""
-    _release(session, "wheels", "--arch-group", "custom")
+for _group in manifest.arch_groups().values():  # wheel_blackwell, wheel_legacy, wheel_custom
+    _wheel_session(_group)
 
 
 @nox.session(venv_params=SHARED)
@@ -104,6 +104,12 @@ def release_(session: nox.Session) -> None:
 def matrix(session: nox.Session) -> None:
     """Print the release build matrix as GitHub Actions JSON (-- --os windows-2022 --group legacy)."""
     session.run(sys.executable, "-m", "release.matrix", *session.posargs, env=ENV)  # stdlib only: no venv
+
+
+@nox.session(venv_backend="none")
+def doc_tables(session: nox.Session) -> None:
+    """Rewrite the docs' tables rendered from build-manifest.json (-- --check only checks)."""
+    session.run(sys.executable, "-m", "release.doc_tables", *session.posargs, env=ENV)  # stdlib only: no venv
 
 
 @nox.session(venv_params=SHARED, reuse_venv=True)
