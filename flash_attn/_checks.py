@@ -433,8 +433,8 @@ def require_kernels(keys: tuple[tuple[Any, ...], ...]) -> bool:
             f"this flash_attn build has no {', '.join(_describe_key(key) for key in missing)} kernel "
             f"(kernel set '{state.kernel_set_name}' holds head dims {head_dims or 'none'} for "
             f"{', '.join(dtypes) or 'no dtype'}: {_build_info.describe_kernels(state.kernels)}). Head dims "
-            f"run the kernel of the next size up ({', '.join(map(str, state.head_dims))}). Use a head dim and dtype the set "
-            "holds, install a release wheel, or rebuild with a kernel set that includes it."
+            f"run the kernel of the next size up ({', '.join(map(str, state.head_dims))}). Use a head dim and "
+            "dtype the set holds, install a release wheel, or rebuild with a kernel set that includes it."
         )
     return True
 

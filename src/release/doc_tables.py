@@ -67,7 +67,7 @@ def render(text: str, blocks: dict[str, Callable[[dict], str]], data: dict, wher
                 "restore the markers (git checkout -- that file) so the table can be rendered"
             )
         body = renderer(data)
-        text = pattern.sub(lambda m: m.group(1) + body + m.group(3), text)
+        text = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(3), text)
     return text
 
 
@@ -84,7 +84,9 @@ def stale(root: Path, data: dict) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m release.doc_tables", description=__doc__.split("\n")[0])
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 when a block is stale")
-    p.add_argument("--manifest", type=Path, help="manifest to render from (default: $FLASH_ATTN_MANIFEST or the checkout's)")
+    p.add_argument(
+        "--manifest", type=Path, help="manifest to render from (default: $FLASH_ATTN_MANIFEST or the checkout's)"
+    )
     p.add_argument("--root", type=Path, default=_paths.REPO_ROOT, help="checkout whose docs to render")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     try:

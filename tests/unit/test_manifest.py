@@ -124,7 +124,8 @@ def test_one_arch_group_change_reaches_every_reader(tmp_path):
         assert "Install the .legacy wheel" in verdict.message
 
     # the docs' table: rendered from the copy it shows the change, and the checkout's README is stale
-    assert "| `legacy` | sm_80, sm_86, sm_89, sm_90 | compute_90 |" in doc_tables.arch_groups_table(manifest.load(changed))
+    table = doc_tables.arch_groups_table(manifest.load(changed))
+    assert "| `legacy` | sm_80, sm_86, sm_89, sm_90 | compute_90 |" in table
     assert doc_tables.main(["--check"]) == 0
     assert doc_tables.main(["--check", "--manifest", str(changed)]) == 1
 
