@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent
 SRC = ROOT / "src"
 sys.path.insert(0, str(SRC))
 
-from release import manifest, pins  # noqa: E402
+from release import pins  # noqa: E402
 
 nox.options.sessions = ["lint", "tests"]
 nox.options.default_venv_backend = "venv"
@@ -34,22 +34,23 @@ def _release(session: nox.Session, module: str, *args: str) -> None:
     session.run("python", "-m", f"release.{module}", *args, *session.posargs, env=ENV)
 
 
-def _wheel_session(group: dict) -> None:
-    """Define wheel_<group> for one arch group of build-manifest.json."""
-
-    def wheel(session: nox.Session) -> None:
-        _release(session, "wheels", "--arch-group", group["name"])
-
-    if group["sms"]:
-        sms = ", ".join(f"sm_{sm}" for sm in group["sms"])
-        wheel.__doc__ = f"Build, tag, checksum and smoke-test the {group['name']} wheel ({sms})."
-    else:
-        wheel.__doc__ = "Build a wheel for the SMs given with --cuda-archs (e.g. -- --cuda-archs 80,90)."
-    nox.session(name=f"wheel_{group['name']}", venv_params=SHARED)(wheel)
+# One session per arch group of build-manifest.json (its SMs are there, nowhere else).
+@nox.session(venv_params=SHARED)
+def wheel_blackwell(session: nox.Session) -> None:
+    """Build, tag, checksum and smoke-test the blackwell wheel (SMs: build-manifest.json)."""
+    _release(session, "wheels", "--arch-group", "blackwell")
 
 
-for _group in manifest.arch_groups().values():  # wheel_blackwell, wheel_legacy, wheel_custom
-    _wheel_session(_group)
+@nox.session(venv_params=SHARED)
+def wheel_legacy(session: nox.Session) -> None:
+    """Build, tag, checksum and smoke-test the legacy wheel (SMs: build-manifest.json)."""
+    _release(session, "wheels", "--arch-group", "legacy")
+
+
+@nox.session(venv_params=SHARED)
+def wheel_custom(session: nox.Session) -> None:
+    """Build a wheel for the SMs given with --cuda-archs (e.g. -- --cuda-archs 80,90)."""
+    _release(session, "wheels", "--arch-group", "custom")
 
 
 @nox.session(venv_params=SHARED)

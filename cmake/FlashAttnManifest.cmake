@@ -26,16 +26,23 @@ function(flash_attn_manifest_file out_var)
 endfunction()
 
 # flash_attn_manifest_text(<out_var>)
-#   <out_var> = the manifest's JSON text. In a project (not `cmake -P`) the file is added to
-#   CMAKE_CONFIGURE_DEPENDS, so editing it re-runs the configure.
-#   Errors: FATAL_ERROR when the file does not exist.
+#   <out_var> = the manifest's JSON text, read once per CMake run (a global property keeps it).
+#   In a project (not `cmake -P`) the file is added to CMAKE_CONFIGURE_DEPENDS, so editing it
+#   re-runs the configure. Errors: FATAL_ERROR when the file does not exist.
 function(flash_attn_manifest_text out_var)
   flash_attn_manifest_file(file)
+  get_property(cached GLOBAL PROPERTY "flash_attn_manifest:${file}" SET)
+  if(cached)
+    get_property(text GLOBAL PROPERTY "flash_attn_manifest:${file}")
+    set(${out_var} "${text}" PARENT_SCOPE)
+    return()
+  endif()
   if(NOT EXISTS "${file}")
     message(FATAL_ERROR "flash_attn: the build manifest ${file} does not exist. Restore build-manifest.json "
                         "in the repository root (git checkout -- build-manifest.json) or unset FLASH_ATTN_MANIFEST.")
   endif()
   file(READ "${file}" text)
+  set_property(GLOBAL PROPERTY "flash_attn_manifest:${file}" "${text}")
   if(NOT CMAKE_SCRIPT_MODE_FILE)
     set_property(DIRECTORY "${CMAKE_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${file}")
   endif()
