@@ -34,15 +34,16 @@ def _release(session: nox.Session, module: str, *args: str) -> None:
     session.run("python", "-m", f"release.{module}", *args, *session.posargs, env=ENV)
 
 
+# One session per arch group of build-manifest.json (its SMs are there, nowhere else).
 @nox.session(venv_params=SHARED)
 def wheel_blackwell(session: nox.Session) -> None:
-    """Build, tag, checksum and smoke-test the blackwell wheel (sm_100, sm_120, sm_121)."""
+    """Build, tag, checksum and smoke-test the blackwell wheel (SMs: build-manifest.json)."""
     _release(session, "wheels", "--arch-group", "blackwell")
 
 
 @nox.session(venv_params=SHARED)
 def wheel_legacy(session: nox.Session) -> None:
-    """Build, tag, checksum and smoke-test the legacy wheel (sm_80, sm_89, sm_90)."""
+    """Build, tag, checksum and smoke-test the legacy wheel (SMs: build-manifest.json)."""
     _release(session, "wheels", "--arch-group", "legacy")
 
 
@@ -113,6 +114,12 @@ def release_(session: nox.Session) -> None:
 def matrix(session: nox.Session) -> None:
     """Print the release build matrix as GitHub Actions JSON (-- --os windows-2022 --group legacy)."""
     session.run(sys.executable, "-m", "release.matrix", *session.posargs, env=ENV)  # stdlib only: no venv
+
+
+@nox.session(venv_backend="none")
+def doc_tables(session: nox.Session) -> None:
+    """Rewrite the docs' tables rendered from build-manifest.json (-- --check only checks)."""
+    session.run(sys.executable, "-m", "release.doc_tables", *session.posargs, env=ENV)  # stdlib only: no venv
 
 
 @nox.session(venv_params=SHARED, reuse_venv=True)

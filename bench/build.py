@@ -61,26 +61,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_common as bc  # noqa: E402
 import machine  # noqa: E402
 
-from release.checksums import sha256_file  # noqa: E402  (src/ is on sys.path through bench_common)
+from release import manifest  # noqa: E402  (src/ is on sys.path through bench_common)
+from release.checksums import sha256_file  # noqa: E402
 
 LAUNCHER = Path(__file__).resolve().parent / "measure_launcher.py"
-UPSTREAM_CMAKE = bc.REPO_ROOT / "cmake" / "FlashAttnUpstream.cmake"
 DRY_ENV = "FLASH_ATTN_BENCH_LAUNCHER_DRY"
 TARGET_LOWER_BOUND_RATIO = 1.15
 TARGET_UPSTREAM_RATIO = 0.8
 
 
-# -- the pin (read from cmake/FlashAttnUpstream.cmake, never copied) ------------------------------
+# -- the pin (read from build-manifest.json, never copied) ---------------------------------------
 
 
 def upstream_pin(text: str | None = None) -> tuple[str, str]:
-    """(version, sha256) of the pinned upstream sdist, from cmake/FlashAttnUpstream.cmake."""
-    text = UPSTREAM_CMAKE.read_text(encoding="utf-8") if text is None else text
-    version = re.search(r'set\(FLASH_ATTN_UPSTREAM_VERSION\s+"([^"]+)"\)', text)
-    sha = re.search(r'set\(FLASH_ATTN_UPSTREAM_SHA256\s+"([0-9a-f]{64})"\)', text)
-    if not version or not sha:
-        raise RuntimeError(f"{UPSTREAM_CMAKE} no longer sets FLASH_ATTN_UPSTREAM_VERSION/SHA256 as expected")
-    return version.group(1), sha.group(1)
+    """(version, sha256) of the pinned upstream sdist: ``upstream`` in build-manifest.json (or `text`)."""
+    try:
+        data = manifest.load() if text is None else json.loads(text)
+        version, sha = data["upstream"]["version"], data["upstream"]["sha256"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise RuntimeError(f"the build manifest has no upstream version/sha256 ({e}); see docs/manifest.md") from None
+    return version, sha
 
 
 # -- .ninja_log ----------------------------------------------------------------------------------

@@ -1,15 +1,16 @@
 # FlashAttnArchGroups.cmake
 #
-# GPU architecture groups of the flash_attn wheels, kept as data, and the one
-# function that turns a group plus a CUDA toolkit version into the value of the
-# CUDA_ARCHITECTURES target property.
+# GPU architecture groups of the flash_attn wheels (data: "archs" and
+# "arch_groups" in build-manifest.json), and the one function that turns a
+# group plus a CUDA toolkit version into the value of the CUDA_ARCHITECTURES
+# target property.
 #
-# Vocabulary (DESIGN.md): an "arch group" is a named
+# Vocabulary: an "arch group" is a named
 # set of SM numbers built into one wheel; SASS is machine code for one SM; PTX
 # is the virtual ISA that the driver JIT-compiles for GPUs newer than any SASS
 # in the file. Each group embeds PTX for its newest arch only.
 #
-# What CMake makes of the values below (CMake 4.4.5, nvcc 13.0, Ninja): CMake
+# What CMake makes of the entries (CMake 4.4.5, nvcc 13.0, Ninja): CMake
 # does not validate the spellings, it turns each entry into one nvcc flag:
 #   NN-real     -> --generate-code=arch=compute_NN,code=[sm_NN]
 #   NN-virtual  -> --generate-code=arch=compute_NN,code=[compute_NN]
@@ -24,67 +25,77 @@
 #     OUT_ARCHS archs OUT_CUDA_ARCHITECTURES cuda_archs OUT_PTX_ARCH ptx OUT_SASS sass)
 #   set_property(TARGET _C PROPERTY CUDA_ARCHITECTURES "${cuda_archs}")
 
+include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnManifest.cmake")
+
 # ---------------------------------------------------------------------------
-# _flash_attn_arch_group_data()  (internal macro)
+# _flash_attn_arch_group_data()  (internal)
 #
 # Arguments: none. Outputs: sets the FLASH_ATTN_* data variables below in the
-# calling scope. Errors: none. It is a macro, called by this file at include
-# time (so callers can read FLASH_ATTN_ARCH_GROUPS) and at the start of each
-# function, so the functions work from any directory or function scope, also
-# one that never included this file itself.
+# calling scope, read from the build manifest (build-manifest.json: "archs",
+# "arch_groups"; docs/manifest.md says where each figure comes from):
+#   FLASH_ATTN_ARCH_GROUPS            group names, in the order users see them
+#   FLASH_ATTN_ARCH_GROUP_<g>         fixed SMs of group <g> (not for custom)
+#   FLASH_ATTN_ARCH_GROUP_PTX_<g>     the SM group <g> ships as PTX
+#   FLASH_ATTN_KNOWN_ARCHS            every SM this project can build, with
+#   FLASH_ATTN_ARCH_MIN_CUDA_<sm>     the first CUDA toolkit that generates it
+#   FLASH_ATTN_ARCH_NAME_<sm>         and its name for messages
+#   FLASH_ATTN_MIN_ARCH               oldest SM (80: Ampere)
+#   FLASH_ATTN_REFUSED_ARCHS          SMs refused by name (Jetson Thor 101/110),
+#   FLASH_ATTN_REFUSED_NAME_<sm>      with their name and
+#   FLASH_ATTN_REFUSED_REASON_<sm>    the reason given in the error
+#   FLASH_ATTN_FAMILY_SPECIFIC_ARCHS  SMs emitted as family-specific NNf SASS
+#   FLASH_ATTN_FAMILY_SPECIFIC_MIN_CUDA  from this toolkit on
+# Errors: FATAL_ERROR when the manifest lacks an entry. Called by this file at
+# include time (so callers can read FLASH_ATTN_ARCH_GROUPS) and at the start of
+# each function, so the functions work from any directory or function scope,
+# also one that never included this file itself.
 # ---------------------------------------------------------------------------
-macro(_flash_attn_arch_group_data)
-  # The groups, in the order users see them in messages.
-  set(FLASH_ATTN_ARCH_GROUPS blackwell legacy custom)
+function(_flash_attn_arch_group_data)
+  set(vars FLASH_ATTN_ARCH_GROUPS FLASH_ATTN_KNOWN_ARCHS FLASH_ATTN_MIN_ARCH FLASH_ATTN_REFUSED_ARCHS
+           FLASH_ATTN_FAMILY_SPECIFIC_ARCHS FLASH_ATTN_FAMILY_SPECIFIC_MIN_CUDA)
+  set(FLASH_ATTN_ARCH_GROUPS "")
+  flash_attn_manifest_get(groups arch_groups)
+  string(JSON n LENGTH "${groups}")
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE ${last})
+    string(JSON name GET "${groups}" ${i} name)
+    list(APPEND FLASH_ATTN_ARCH_GROUPS "${name}")
+    flash_attn_manifest_list(FLASH_ATTN_ARCH_GROUP_${name} arch_groups ${i} sms)
+    flash_attn_manifest_get(FLASH_ATTN_ARCH_GROUP_PTX_${name} arch_groups ${i} ptx)
+    list(APPEND vars FLASH_ATTN_ARCH_GROUP_${name} FLASH_ATTN_ARCH_GROUP_PTX_${name})
+  endforeach()
 
-  # Fixed members of each named group (DESIGN.md, "What it produces"):
-  # blackwell = B200/B300 (sm_100), RTX 50xx / RTX PRO (sm_120), GB10 / DGX Spark
-  # (sm_121); legacy = A100 (sm_80), Ada (sm_89), Hopper (sm_90). The custom
-  # group takes its members from the ARCHS argument.
-  set(FLASH_ATTN_ARCH_GROUP_blackwell 100 120 121)
-  set(FLASH_ATTN_ARCH_GROUP_legacy 80 89 90)
+  set(FLASH_ATTN_KNOWN_ARCHS "")
+  flash_attn_manifest_get(known archs known)
+  string(JSON n LENGTH "${known}")
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE ${last})
+    string(JSON sm GET "${known}" ${i} sm)
+    list(APPEND FLASH_ATTN_KNOWN_ARCHS "${sm}")
+    string(JSON FLASH_ATTN_ARCH_MIN_CUDA_${sm} GET "${known}" ${i} min_cuda)
+    string(JSON FLASH_ATTN_ARCH_NAME_${sm} GET "${known}" ${i} name)
+    list(APPEND vars FLASH_ATTN_ARCH_MIN_CUDA_${sm} FLASH_ATTN_ARCH_NAME_${sm})
+  endforeach()
 
-  # Every SM this project can build, with the first CUDA toolkit that can
-  # generate code for it (NVIDIA CUDA toolkit release notes: sm_80 in 11.0,
-  # sm_86 in 11.1, sm_87 in 11.4, sm_89/sm_90 in 11.8, sm_100/sm_120 in 12.8,
-  # sm_103/sm_121 in 12.9). Adding an arch means adding it here.
-  set(FLASH_ATTN_KNOWN_ARCHS 80 86 87 89 90 100 103 120 121)
-  set(FLASH_ATTN_ARCH_MIN_CUDA_80 11.0)
-  set(FLASH_ATTN_ARCH_MIN_CUDA_86 11.1)
-  set(FLASH_ATTN_ARCH_MIN_CUDA_87 11.4)
-  set(FLASH_ATTN_ARCH_MIN_CUDA_89 11.8)
-  set(FLASH_ATTN_ARCH_MIN_CUDA_90 11.8)
-  set(FLASH_ATTN_ARCH_MIN_CUDA_100 12.8)
-  set(FLASH_ATTN_ARCH_MIN_CUDA_103 12.9)
-  set(FLASH_ATTN_ARCH_MIN_CUDA_120 12.8)
-  set(FLASH_ATTN_ARCH_MIN_CUDA_121 12.9)
-  set(FLASH_ATTN_ARCH_NAME_80 "Ampere, A100")
-  set(FLASH_ATTN_ARCH_NAME_86 "Ampere, RTX 30xx / A10")
-  set(FLASH_ATTN_ARCH_NAME_87 "Ampere, Jetson Orin")
-  set(FLASH_ATTN_ARCH_NAME_89 "Ada, RTX 40xx / L40")
-  set(FLASH_ATTN_ARCH_NAME_90 "Hopper, H100 / H200")
-  set(FLASH_ATTN_ARCH_NAME_100 "Blackwell, B200")
-  set(FLASH_ATTN_ARCH_NAME_103 "Blackwell, B300")
-  set(FLASH_ATTN_ARCH_NAME_120 "Blackwell, RTX 50xx / RTX PRO")
-  set(FLASH_ATTN_ARCH_NAME_121 "Blackwell, GB10 / DGX Spark")
+  set(FLASH_ATTN_REFUSED_ARCHS "")
+  flash_attn_manifest_get(refused archs refused)
+  string(JSON n LENGTH "${refused}")
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE ${last})
+    string(JSON sm GET "${refused}" ${i} sm)
+    list(APPEND FLASH_ATTN_REFUSED_ARCHS "${sm}")
+    string(JSON FLASH_ATTN_REFUSED_NAME_${sm} GET "${refused}" ${i} name)
+    string(JSON FLASH_ATTN_REFUSED_REASON_${sm} GET "${refused}" ${i} reason)
+    list(APPEND vars FLASH_ATTN_REFUSED_NAME_${sm} FLASH_ATTN_REFUSED_REASON_${sm})
+  endforeach()
 
-  # FlashAttention-2 kernels use Ampere instructions (cp.async, bf16 mma);
-  # upstream flash_api.cpp refuses older GPUs at run time ("FlashAttention only
-  # supports Ampere GPUs or newer").
-  set(FLASH_ATTN_MIN_ARCH 80)
-
-  # Jetson Thor: sm_101 in CUDA 12.8/12.9, renamed sm_110 in CUDA 13.0 (nvcc 13.0
-  # lists sm_110 and rejects compute_101). Not built by this project.
-  set(FLASH_ATTN_THOR_ARCHS 101 110)
-
-  # Archs whose SASS is emitted in family-specific form (`NNf`) once the toolkit
-  # has that form (introduced in CUDA 12.9). sm_100f SASS runs on every member of
-  # the 10.x family (sm_100, sm_103), sm_120f on the 12.x family (sm_120,
-  # sm_121). It replaces plain NN-real: emitting both would compile every unit
-  # twice for the same GPU.
-  set(FLASH_ATTN_FAMILY_SPECIFIC_ARCHS 100 120)
-  set(FLASH_ATTN_FAMILY_SPECIFIC_MIN_CUDA 12.9)
-endmacro()
+  flash_attn_manifest_get(FLASH_ATTN_MIN_ARCH archs min_sm)
+  flash_attn_manifest_list(FLASH_ATTN_FAMILY_SPECIFIC_ARCHS archs family_specific sms)
+  flash_attn_manifest_get(FLASH_ATTN_FAMILY_SPECIFIC_MIN_CUDA archs family_specific min_cuda)
+  foreach(v IN LISTS vars)
+    set(${v} "${${v}}" PARENT_SCOPE)
+  endforeach()
+endfunction()
 _flash_attn_arch_group_data()
 
 # ---------------------------------------------------------------------------
@@ -93,7 +104,7 @@ _flash_attn_arch_group_data()
 # Arguments: <out_var> name of a variable in the caller's scope.
 # Outputs:   <out_var> = the valid group names, "blackwell;legacy;custom".
 # Errors:    FATAL_ERROR when <out_var> is missing.
-# Source:    FLASH_ATTN_ARCH_GROUPS above (DESIGN.md, "What it produces").
+# Source:    arch_groups in build-manifest.json.
 # ---------------------------------------------------------------------------
 function(flash_attn_arch_groups_list out_var)
   if(NOT out_var OR NOT ARGC EQUAL 1)
@@ -129,6 +140,63 @@ function(_flash_attn_parse_arch text out_var)
 endfunction()
 
 # ---------------------------------------------------------------------------
+# _flash_attn_sass_entries(<cuda> <archs> <out_cuda_archs> <out_sass>)  (internal)
+#
+# Arguments: <cuda> toolkit version, <archs> SM list (checked by the caller).
+# Outputs:   <out_cuda_archs> one CUDA_ARCHITECTURES SASS entry per SM: NNf-real
+#            for the manifest's family-specific SMs when <cuda> has that form,
+#            else NN-real; <out_sass> the same as sm_NN[f] names.
+# Errors:    none.
+# ---------------------------------------------------------------------------
+function(_flash_attn_sass_entries cuda archs out_cuda_archs out_sass)
+  _flash_attn_arch_group_data()
+  set(cuda_archs "")
+  set(sass "")
+  foreach(sm IN LISTS archs)
+    if(sm IN_LIST FLASH_ATTN_FAMILY_SPECIFIC_ARCHS
+       AND cuda VERSION_GREATER_EQUAL FLASH_ATTN_FAMILY_SPECIFIC_MIN_CUDA)
+      list(APPEND cuda_archs "${sm}f-real")
+      list(APPEND sass "sm_${sm}f")
+    else()
+      list(APPEND cuda_archs "${sm}-real")
+      list(APPEND sass "sm_${sm}")
+    endif()
+  endforeach()
+  set(${out_cuda_archs} "${cuda_archs}" PARENT_SCOPE)
+  set(${out_sass} "${sass}" PARENT_SCOPE)
+endfunction()
+
+# ---------------------------------------------------------------------------
+# flash_attn_arch_groups_sass(CUDA_VERSION <x.y[.z]> OUT_JSON <var>)
+#
+# Arguments: CUDA_VERSION the toolkit version (as for the function below).
+# Outputs:   OUT_JSON = a JSON object, fixed group name -> its SASS targets with
+#            this toolkit, e.g. {"blackwell": ["sm_100f", "sm_120f", "sm_121"],
+#            "legacy": ["sm_80", "sm_89", "sm_90"]}. The build info carries it
+#            so an installed wheel can name the group whose wheel runs on a GPU.
+#            No toolkit check: a legacy build with CUDA 12.4 still lists the
+#            blackwell group's SMs.
+# Errors:    FATAL_ERROR when an argument is missing.
+# ---------------------------------------------------------------------------
+function(flash_attn_arch_groups_sass)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "CUDA_VERSION;OUT_JSON" "")
+  if(NOT ARG_CUDA_VERSION OR NOT ARG_OUT_JSON)
+    message(FATAL_ERROR "flash_attn_arch_groups_sass: CUDA_VERSION and OUT_JSON are required.")
+  endif()
+  _flash_attn_arch_group_data()
+  set(json "{}")
+  foreach(group IN LISTS FLASH_ATTN_ARCH_GROUPS)
+    if(NOT FLASH_ATTN_ARCH_GROUP_${group})
+      continue()  # custom: no fixed SMs
+    endif()
+    _flash_attn_sass_entries("${ARG_CUDA_VERSION}" "${FLASH_ATTN_ARCH_GROUP_${group}}" unused sass)
+    list(JOIN sass "\", \"" items)
+    string(JSON json SET "${json}" "${group}" "[\"${items}\"]")
+  endforeach()
+  set(${ARG_OUT_JSON} "${json}" PARENT_SCOPE)
+endfunction()
+
+# ---------------------------------------------------------------------------
 # flash_attn_arch_group_targets(
 #     GROUP <blackwell|legacy|custom>
 #     CUDA_VERSION <x.y[.z]>
@@ -154,7 +222,8 @@ endfunction()
 #                          sm_100/sm_120 when CUDA >= 12.9 - then one PTX entry
 #                          NN-virtual for the newest arch only, e.g.
 #                          80-real;89-real;90-real;90-virtual.
-#   OUT_PTX_ARCH           the newest arch, the one shipped as PTX (e.g. 90).
+#   OUT_PTX_ARCH           the arch shipped as PTX (e.g. 90): the group's ptx
+#                          in the manifest, the newest listed for custom.
 #   OUT_SASS               the SASS targets for humans and build info, e.g.
 #                          sm_80;sm_89;sm_90 or sm_100f;sm_120f;sm_121.
 # Status lines: one per family-specific choice, then one summary line.
@@ -165,13 +234,14 @@ endfunction()
 #   - CUDA_VERSION not of the form x.y or x.y.z;
 #   - any arch below sm_80: "FlashAttention-2 needs sm_80 or newer (Ampere)"
 #     (upstream flash_api.cpp refuses pre-Ampere GPUs at run time);
-#   - sm_101 / sm_110 (Jetson Thor): not built by this project (DESIGN.md);
-#   - an arch missing from FLASH_ATTN_KNOWN_ARCHS;
+#   - an arch in archs.refused of the manifest (sm_101 / sm_110, Jetson Thor);
+#   - an arch missing from archs.known of the manifest;
+#   - a fixed group whose manifest ptx is not one of its SMs;
 #   - an arch newer than the toolkit: sm_100/sm_120 before CUDA 12.8,
 #     sm_103/sm_121 before CUDA 12.9 (toolkit release notes; see the table).
 # Rules and their sources:
-#   - PTX only for the newest arch (DESIGN.md: forward compatibility at the
-#     smallest fatbin). It is always plain compute_NN, also for 121 on
+#   - PTX for one arch only, the group's ptx in the manifest (the newest: forward
+#     compatibility at the smallest fatbin). It is always plain compute_NN, also for 121 on
 #     CUDA >= 12.9, although CMake passes 121f-virtual through as well:
 #     family-specific ('f') and arch-specific ('a') PTX can only be JIT-compiled
 #     inside its own family, plain PTX on every later GPU.
@@ -259,19 +329,17 @@ function(flash_attn_arch_group_targets)
         "flash_attn: FlashAttention-2 needs sm_80 or newer (Ampere); sm_${sm} "
         "was requested in group ${ARG_GROUP}. Remove it from ARCHS.")
     endif()
-    if(sm IN_LIST FLASH_ATTN_THOR_ARCHS)
+    if(sm IN_LIST FLASH_ATTN_REFUSED_ARCHS)
       message(FATAL_ERROR
-        "flash_attn: sm_${sm} (Jetson Thor) is not built by this project. "
-        "sm_101 was renamed sm_110 in CUDA 13, and the blackwell group targets "
-        "discrete GPUs (sm_100, sm_120) and GB10 (sm_121), not Thor. "
-        "Remove sm_${sm} from ARCHS.")
+        "flash_attn: sm_${sm} (${FLASH_ATTN_REFUSED_NAME_${sm}}) is not built by this project. "
+        "${FLASH_ATTN_REFUSED_REASON_${sm}}. Remove sm_${sm} from ARCHS.")
     endif()
     if(NOT sm IN_LIST FLASH_ATTN_KNOWN_ARCHS)
       string(REPLACE ";" ", sm_" known "${FLASH_ATTN_KNOWN_ARCHS}")
       message(FATAL_ERROR
         "flash_attn: sm_${sm} is not an architecture this project builds. "
-        "Known: sm_${known}. Add it to FLASH_ATTN_KNOWN_ARCHS in "
-        "cmake/FlashAttnArchGroups.cmake if it is real.")
+        "Known: sm_${known}. Add it to archs.known in build-manifest.json "
+        "if it is real.")
     endif()
     set(need "${FLASH_ATTN_ARCH_MIN_CUDA_${sm}}")
     if(cuda VERSION_LESS need)
@@ -283,24 +351,28 @@ function(flash_attn_arch_group_targets)
   endforeach()
 
   # SASS entries.
-  set(cuda_archs "")
-  set(sass "")
-  foreach(sm IN LISTS archs)
-    if(sm IN_LIST FLASH_ATTN_FAMILY_SPECIFIC_ARCHS
-       AND cuda VERSION_GREATER_EQUAL FLASH_ATTN_FAMILY_SPECIFIC_MIN_CUDA)
-      list(APPEND cuda_archs "${sm}f-real")
-      list(APPEND sass "sm_${sm}f")
+  _flash_attn_sass_entries("${cuda}" "${archs}" cuda_archs sass)
+  foreach(entry IN LISTS cuda_archs)
+    if(entry MATCHES "^([0-9]+)f-real$")
       message(STATUS
-        "flash_attn: sm_${sm} -> ${sm}f-real (family-specific SASS, "
+        "flash_attn: sm_${CMAKE_MATCH_1} -> ${entry} (family-specific SASS, "
         "CUDA ${cuda} >= ${FLASH_ATTN_FAMILY_SPECIFIC_MIN_CUDA})")
-    else()
-      list(APPEND cuda_archs "${sm}-real")
-      list(APPEND sass "sm_${sm}")
     endif()
   endforeach()
 
-  # PTX for the newest arch only, always the plain (forward-compatible) form.
-  list(GET archs -1 ptx)
+  # PTX: the group's ptx entry in the manifest (a member of the group), the
+  # newest arch for custom; always the plain (forward-compatible) form.
+  if(ARG_GROUP STREQUAL "custom" OR "${FLASH_ATTN_ARCH_GROUP_PTX_${ARG_GROUP}}" STREQUAL "")
+    list(GET archs -1 ptx)
+  else()
+    set(ptx "${FLASH_ATTN_ARCH_GROUP_PTX_${ARG_GROUP}}")
+    if(NOT ptx IN_LIST archs)
+      string(REPLACE ";" ", " members "${archs}")
+      message(FATAL_ERROR
+        "flash_attn: arch group ${ARG_GROUP} ships PTX for ${ptx}, which is not one of its SMs "
+        "(${members}). Set its ptx in build-manifest.json (arch_groups) to one of them.")
+    endif()
+  endif()
   list(APPEND cuda_archs "${ptx}-virtual")
 
   message(STATUS

@@ -7,7 +7,13 @@
 #   library itself can say how it was built). Scalar keys: VERSION GROUP PTX_ARCH CUDA_VERSION
 #   TORCH_VERSION TORCH_CUDA_VERSION CXX11_ABI UPSTREAM_SOURCE UPSTREAM_SHA256 CXX_COMPILER
 #   CUDA_COMPILER FATBIN_COMPRESSION; list keys: ARCHS SASS. Booleans are CMake truth values.
+#   Beside what this build is, the record carries the project tables the runtime needs, so the
+#   installed package keeps no copy of them: "arch_groups" (each fixed group's SASS with this
+#   toolkit, flash_attn_arch_groups_sass), "min_arch" (archs.min_sm of build-manifest.json) and
+#   "head_dims" (what the dispatch rounds a head dim up to, from the kernels JSON).
 #   Files are rewritten only when their text changes (no needless relinks).
+include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnArchGroups.cmake")
+
 function(_flash_attn_json_list out_var)
   set(items "")
   foreach(v IN LISTS ARGN)
@@ -37,6 +43,9 @@ function(flash_attn_write_build_info)
   file(READ "${arg_KERNELS_JSON}" kernels)
   string(JSON kernel_set GET "${kernels}" kernel_set)
   string(JSON kernel_list GET "${kernels}" kernels)
+  string(JSON head_dims GET "${kernels}" head_dims)
+  flash_attn_arch_groups_sass(CUDA_VERSION "${arg_CUDA_VERSION}" OUT_JSON arch_groups)
+  flash_attn_manifest_get(min_arch archs min_sm)
   _flash_attn_json_list(archs ${arg_ARCHS})
   _flash_attn_json_list(sass ${arg_SASS})
   _flash_attn_json_bool(abi "${arg_CXX11_ABI}")
@@ -51,7 +60,8 @@ function(flash_attn_write_build_info)
                "deltas;{\"applied\": ${applied}, \"rescale_threshold\": ${FLASH_ATTN_RESCALE_THRESHOLD}, \"packed_fma\": ${packed}, \"broken_no_max_reset\": ${broken}}"
                "upstream;{\"version\": \"${arg_UPSTREAM_VERSION}\", \"sha256\": \"${arg_UPSTREAM_SHA256}\", \"source\": \"${arg_UPSTREAM_SOURCE}\"}"
                "compilers;{\"cxx\": \"${arg_CXX_COMPILER}\", \"cuda\": \"${arg_CUDA_COMPILER}\"}"
-               "fatbin_compression;\"${arg_FATBIN_COMPRESSION}\"")
+               "fatbin_compression;\"${arg_FATBIN_COMPRESSION}\"" "head_dims;${head_dims}"
+               "arch_groups;${arch_groups}" "min_arch;${min_arch}")
     list(GET pair 0 key)
     list(SUBLIST pair 1 -1 value)
     list(JOIN value ";" value)

@@ -3,9 +3,9 @@
 # Options (all recorded in the build info):
 #   FLASH_ATTN_APPLY_DELTAS        ON: apply src/kernels/apply_deltas.py to the staged upstream tree.
 #                                  OFF: compile the tree as it is (a fork that carries its own version).
-#   FLASH_ATTN_RESCALE_THRESHOLD   A-1 threshold in log2 units (default 8.0, the FlashAttention-4 default
-#                                  for 16-bit Q); 0 reproduces upstream's always-rescale behaviour.
-#   FLASH_ATTN_PACKED_FMA          A-2 packed fma.rn.f32x2 on sm_100+ (default ON).
+#   FLASH_ATTN_RESCALE_THRESHOLD   A-1 threshold in log2 units (default in the manifest: the FlashAttention-4
+#                                  default for 16-bit Q); 0 reproduces upstream's always-rescale behaviour.
+#   FLASH_ATTN_PACKED_FMA          A-2 packed fma.rn.f32x2 on sm_100+.
 #   FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET  test only: skip without the max reset (must fail the A-1 test).
 #
 # flash_attn_apply_deltas(PYTHON <exe> TREE <staged root>)
@@ -13,9 +13,16 @@
 #   does not have the shape the deltas expect.
 # flash_attn_delta_definitions(<out var>)
 #   Compile definitions for the kernel units.
-option(FLASH_ATTN_APPLY_DELTAS "Apply this project's kernel deltas (A-1, A-2) to the upstream tree" ON)
-set(FLASH_ATTN_RESCALE_THRESHOLD "8.0" CACHE STRING "A-1 rescale-skip threshold in log2 units; 0 = upstream")
-option(FLASH_ATTN_PACKED_FMA "A-2: packed fma.rn.f32x2 for the pre-exp2 scaling on sm_100+" ON)
+# Defaults and help texts: options.<name> in build-manifest.json.
+include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnManifest.cmake")
+foreach(_fa_name FLASH_ATTN_APPLY_DELTAS FLASH_ATTN_PACKED_FMA)
+  flash_attn_manifest_get(_fa_default options ${_fa_name} default)
+  flash_attn_manifest_get(_fa_doc options ${_fa_name} doc)
+  option(${_fa_name} "${_fa_doc}" ${_fa_default})
+endforeach()
+flash_attn_manifest_get(_fa_default options FLASH_ATTN_RESCALE_THRESHOLD default)
+flash_attn_manifest_get(_fa_doc options FLASH_ATTN_RESCALE_THRESHOLD doc)
+set(FLASH_ATTN_RESCALE_THRESHOLD "${_fa_default}" CACHE STRING "${_fa_doc}")
 option(FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET "Test only: A-1 without the max reset (deliberately wrong)" OFF)
 
 if(NOT FLASH_ATTN_RESCALE_THRESHOLD MATCHES "^[0-9]+(\\.[0-9]+)?$")

@@ -2,19 +2,24 @@
 #
 # flash_attn_generate_units(PYTHON <exe> KERNEL_SET <spec> TREE <upstream root> OUT_DIR <dir>
 #                           OUT_SOURCES <var> OUT_DISPATCH <var> OUT_SET_NAME <var> OUT_KERNELS_JSON <var>)
-#   Runs src/kernels/generate_units.py (the kernel sets are defined in src/kernels/kernel_set.py:
-#   release = all 72 upstream units, dev = head dims 64/128, ci = fwd_hdim64_fp16, or an explicit
-#   list of unit names/patterns). Returns the unit sources heaviest first (so Ninja starts the
+#   Runs src/kernels/generate_units.py (the kernel sets are "kernels" in build-manifest.json, read
+#   by src/kernels/kernel_set.py: release, dev, ci, or an explicit list of unit names/patterns);
+#   the generator is given the manifest CMake reads (FLASH_ATTN_MANIFEST). Returns the unit sources heaviest first (so Ninja starts the
 #   longest compiles first), the generated dispatch source, the resolved set name and the path of
 #   the JSON list of built units. FATAL_ERROR with the generator's message for a bad set or tree.
 #   The generator rewrites only files whose text changed, so an unchanged configuration
 #   recompiles nothing.
+include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnManifest.cmake")
+
 function(flash_attn_generate_units)
   cmake_parse_arguments(arg "" "PYTHON;KERNEL_SET;TREE;OUT_DIR;OUT_SOURCES;OUT_DISPATCH;OUT_SET_NAME;OUT_KERNELS_JSON"
                         "" ${ARGN})
   set(generator "${PROJECT_SOURCE_DIR}/src/kernels/generate_units.py")
+  flash_attn_manifest_text(_)  # the kernel sets are in the manifest: its change re-runs the configure
+  flash_attn_manifest_file(manifest)
   execute_process(
-    COMMAND "${arg_PYTHON}" "${generator}" --kernel-set "${arg_KERNEL_SET}" --tree "${arg_TREE}" --out "${arg_OUT_DIR}"
+    COMMAND "${CMAKE_COMMAND}" -E env "FLASH_ATTN_MANIFEST=${manifest}"
+            "${arg_PYTHON}" "${generator}" --kernel-set "${arg_KERNEL_SET}" --tree "${arg_TREE}" --out "${arg_OUT_DIR}"
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${err}\nflash_attn: FLASH_ATTN_KERNEL_SET='${arg_KERNEL_SET}' cannot be built (see above).")
@@ -34,8 +39,9 @@ endfunction()
 
 # flash_attn_compile_pool(TARGET <target> UNITS <n units> GENCODES <n gencode targets> [JOBS <n>])
 #   Puts the target's compiles into a Ninja job pool `flash_attn_nvcc` sized so that parallel
-#   nvcc processes fit in memory: min(logical cores, available memory / 7 GiB), at least 1.
-#   7 GiB is the peak of the heaviest unit (bwd hdim256 sm_90: 6.9 GB, DESIGN.md). JOBS (or the
+#   nvcc processes fit in memory: min(logical cores, available memory / GiB per nvcc), at least 1.
+#   GiB per nvcc is build.nvcc_memory_gib of build-manifest.json (7: the peak of the heaviest
+#   unit, bwd hdim256 sm_90, 6.9 GB). JOBS (or the
 #   FLASH_ATTN_JOBS cache variable / environment variable) overrides the computed size.
 #   When there are fewer units than jobs (small kernel sets), the spare jobs go to nvcc
 #   --threads, which compiles a unit's gencode targets in parallel: threads = min(GENCODES,
@@ -49,7 +55,8 @@ function(flash_attn_compile_pool)
   if(NOT jobs)
     cmake_host_system_information(RESULT cores QUERY NUMBER_OF_LOGICAL_CORES)
     cmake_host_system_information(RESULT free_mib QUERY AVAILABLE_PHYSICAL_MEMORY)
-    math(EXPR by_memory "${free_mib} / 7168")
+    flash_attn_manifest_get(gib_per_job build nvcc_memory_gib)
+    math(EXPR by_memory "${free_mib} / (${gib_per_job} * 1024)")
     set(jobs ${cores})
     if(by_memory LESS jobs)
       set(jobs ${by_memory})
@@ -57,7 +64,7 @@ function(flash_attn_compile_pool)
     if(jobs LESS 1)
       set(jobs 1)
     endif()
-    set(why "${cores} cores, ${free_mib} MiB available, 7 GiB per nvcc")
+    set(why "${cores} cores, ${free_mib} MiB available, ${gib_per_job} GiB per nvcc")
   else()
     set(why "set by FLASH_ATTN_JOBS")
   endif()

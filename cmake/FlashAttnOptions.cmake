@@ -2,24 +2,29 @@
 # and the CUDA language check. Each may also come from the environment variable of the same name,
 # which is how scikit-build-core and nox pass them through.
 
-# flash_attn_option(<name> <default> <doc>)
-#   Cache variable <name>; its default is $ENV{<name>} when set, else <default>.
-macro(flash_attn_option name default doc)
+include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnManifest.cmake")
+
+# flash_attn_option(<name>)
+#   Cache variable <name>; its default is $ENV{<name>} when set, else options.<name>.default of
+#   build-manifest.json, whose options.<name>.doc is the help text.
+macro(flash_attn_option name)
+  flash_attn_manifest_get(_fa_default options ${name} default)
+  flash_attn_manifest_get(_fa_doc options ${name} doc)
   if(DEFINED ENV{${name}} AND NOT "$ENV{${name}}" STREQUAL "")
-    set(${name} "$ENV{${name}}" CACHE STRING "${doc}")
+    set(${name} "$ENV{${name}}" CACHE STRING "${_fa_doc}")
   else()
-    set(${name} "${default}" CACHE STRING "${doc}")
+    set(${name} "${_fa_default}" CACHE STRING "${_fa_doc}")
   endif()
 endmacro()
 
-flash_attn_option(FLASH_ATTN_ARCH_GROUP "legacy" "GPU arch group: blackwell (sm 100;120;121), legacy (sm 80;89;90) or custom")
-flash_attn_option(FLASH_ATTN_CUDA_ARCHS "" "SM list for the custom group, e.g. 80;90")
-flash_attn_option(FLASH_ATTN_KERNEL_SET "release" "Kernel set: release, dev, ci, or a list of unit names/patterns")
-flash_attn_option(FLASH_ATTN_JOBS "" "Parallel nvcc jobs (default: from cores and available memory)")
-flash_attn_option(FLASH_ATTN_FATBIN_COMPRESSION "size" "nvcc --compress-mode: none, default, size, speed or balance")
-flash_attn_option(FLASH_ATTN_SOURCE_DIR "" "Local upstream/fork tree to build instead of the pinned sdist (no hash check)")
-flash_attn_option(FLASH_ATTN_SDIST "" "Already-downloaded flash_attn-2.8.3.post2.tar.gz (hash-checked)")
-flash_attn_option(FLASH_ATTN_CUTLASS_DIR "" "CUTLASS include directory (default: the tree's csrc/cutlass/include)")
+flash_attn_option(FLASH_ATTN_ARCH_GROUP)
+flash_attn_option(FLASH_ATTN_CUDA_ARCHS)
+flash_attn_option(FLASH_ATTN_KERNEL_SET)
+flash_attn_option(FLASH_ATTN_JOBS)
+flash_attn_option(FLASH_ATTN_FATBIN_COMPRESSION)
+flash_attn_option(FLASH_ATTN_SOURCE_DIR)
+flash_attn_option(FLASH_ATTN_SDIST)
+flash_attn_option(FLASH_ATTN_CUTLASS_DIR)
 
 # The package version: scikit-build-core passes it; plain CMake reads flash_attn/_version.py.
 if(DEFINED SKBUILD_PROJECT_VERSION_FULL)
@@ -40,7 +45,7 @@ else()
   set(FLASH_ATTN_MODULE_SUFFIX ".so")
 endif()
 
-set(_fa_modes none default size speed balance)
+flash_attn_manifest_list(_fa_modes options FLASH_ATTN_FATBIN_COMPRESSION choices)
 if(NOT FLASH_ATTN_FATBIN_COMPRESSION IN_LIST _fa_modes)
   message(FATAL_ERROR "flash_attn: FLASH_ATTN_FATBIN_COMPRESSION='${FLASH_ATTN_FATBIN_COMPRESSION}' is not one of "
                       "${_fa_modes}.")

@@ -10,13 +10,13 @@
 #   (default)              `pip download` of the pinned sdist into a cache outside the build tree,
 #                          hash-checked, reused by every later build.
 #
-# The pin (DESIGN.md): flash-attn==2.8.3.post2,
-#   sha256 d0f9f0b08a986cdeadbffcf5ec8b3a8f514366c68ad1853d3ab061bc83cc340b.
+# The pin (version and sha256 of the sdist) is "upstream" in build-manifest.json.
 # pip must prepare the sdist's metadata, and its setup.py imports torch, hence the flags
 # --no-build-isolation --no-deps --no-binary :all: and FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE.
 
-set(FLASH_ATTN_UPSTREAM_VERSION "2.8.3.post2")
-set(FLASH_ATTN_UPSTREAM_SHA256 "d0f9f0b08a986cdeadbffcf5ec8b3a8f514366c68ad1853d3ab061bc83cc340b")
+include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnManifest.cmake")
+flash_attn_manifest_get(FLASH_ATTN_UPSTREAM_VERSION upstream version)
+flash_attn_manifest_get(FLASH_ATTN_UPSTREAM_SHA256 upstream sha256)
 
 # flash_attn_default_cache_dir(<out var>)
 #   Per-user cache for downloaded sdists: $FLASH_ATTN_CACHE_DIR, else %LOCALAPPDATA%\flash_attn_wheels

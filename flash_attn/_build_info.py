@@ -21,11 +21,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from . import _label
 from ._errors import LibraryLoadError
+from ._label import cuda_tag, public_version
 
 __all__ = [
     "REQUIRED_KEYS",
-    "KERNEL_HEAD_DIMS",
     "KernelKey",
     "SassTarget",
     "parse",
@@ -53,11 +54,11 @@ REQUIRED_KEYS: tuple[str, ...] = (
     "torch_cuda_version",
     "kernel_set",
     "kernels",
+    "head_dims",
 )
 
-# Head dims upstream instantiates its kernels for; a call runs the smallest one >= its head dim.
-KERNEL_HEAD_DIMS: tuple[int, ...] = (32, 64, 96, 128, 192, 256)
-
+# Kinds and dtypes a "kernels" entry may name (the unit key's fields, which the binding's
+# dispatch is written for); the head dims come with each build info ("head_dims").
 KERNEL_KINDS: tuple[str, ...] = ("fwd", "fwd_split", "bwd")
 KERNEL_DTYPES: tuple[str, ...] = ("fp16", "bf16")
 
@@ -124,6 +125,14 @@ def parse(data: Mapping[str, Any] | str, source: str = "build info") -> dict[str
                     '"head_dim": int, "causal": bool}'
                 )
                 break
+    groups = info.get("arch_groups", {})
+    if not isinstance(groups, Mapping) or not all(
+        isinstance(s, list) and all(isinstance(x, str) and _SASS_RE.fullmatch(x) for x in s) for s in groups.values()
+    ):
+        problems.append("'arch_groups' must map group names to SASS lists such as [\"sm_80\"]")
+    head_dims = info.get("head_dims", [])
+    if not isinstance(head_dims, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in head_dims):
+        problems.append("'head_dims' must be a list of integers")
     for key in ("version", "torch_version", "torch_cuda_version", "cuda_version", "kernel_set"):
         if not isinstance(info[key], str):
             problems.append(f"'{key}' must be a string")
@@ -156,11 +165,12 @@ def _valid_kernel_entry(entry: Any) -> bool:
     )
 
 
-def kernel_head_dim(head_dim: int) -> int:
-    """Head dim of the kernels that serve ``head_dim`` (32, 64, 96, 128, 192 or 256); 0 if > 256 or < 1."""
+def kernel_head_dim(head_dim: int, head_dims: Iterable[int]) -> int:
+    """Head dim of the kernels that serve ``head_dim``: the smallest of ``head_dims`` (the build
+    info's "head_dims", e.g. 32, 64, 96, 128, 192, 256) that is >= it; 0 if none is or < 1."""
     if head_dim < 1:
         return 0
-    for candidate in KERNEL_HEAD_DIMS:
+    for candidate in sorted(head_dims):
         if head_dim <= candidate:
             return candidate
     return 0
@@ -231,11 +241,6 @@ def ptx_capability(info: Mapping[str, Any]) -> tuple[int, int] | None:
     return _split_arch(value)
 
 
-def public_version(version: str) -> str:
-    """The version without its local label: ``"2.14.1+cu130"`` -> ``"2.14.1"``."""
-    return version.split("+", 1)[0].strip()
-
-
 def cuda_major(version: str | None) -> int | None:
     """Major of a CUDA version string (``"13.0.88"`` -> 13); None if absent or unparsable."""
     if not version:
@@ -244,23 +249,16 @@ def cuda_major(version: str | None) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def cuda_tag(version: str | None) -> str | None:
-    """``"13.0.88"`` -> ``"cu130"``, the tag used in torch's and our local version labels."""
-    if not version:
-        return None
-    parts = version.strip().split(".")
-    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
-        return None
-    return f"cu{int(parts[0])}{int(parts[1])}"
-
-
 def local_label(info: Mapping[str, Any], group: str | None = None) -> str:
     """Local version label of the wheel this build info describes, for ``group`` (default: its own).
 
-    ``cu<CUDA major><minor>torch<torch version>cxx11abi<true|false>.<group>``, lowercase, e.g.
-    ``cu130torch2.14.1cxx11abitrue.legacy``.
+    The spelling is :func:`flash_attn._label.local_label`'s, e.g. ``cu130torch2.14.1cxx11abitrue.legacy``;
+    the CUDA is the build's toolkit (``cuda_version``), else torch's (``torch_cuda_version``).
     """
     group = group or info["group"]
-    cuda = cuda_tag(info.get("cuda_version")) or cuda_tag(info.get("torch_cuda_version")) or "cu"
-    abi = str(bool(info.get("cxx11_abi", True))).lower()
-    return f"{cuda}torch{public_version(info['torch_version'])}cxx11abi{abi}.{group}".lower()
+    cuda = info.get("cuda_version") if cuda_tag(info.get("cuda_version")) else info.get("torch_cuda_version")
+    abi = bool(info.get("cxx11_abi", True))
+    try:
+        return _label.local_label(cuda, info["torch_version"], abi, group)
+    except ValueError:  # no CUDA version at all: still name torch, ABI and group
+        return _label.local_label("0.0", info["torch_version"], abi, group).replace("cu00", "cu", 1)

@@ -397,7 +397,7 @@ def fwd_kernel_keys(dtype: torch.dtype, head_dim: int, causal_kernel: bool, spli
     split-KV unit (src/binding/params.cpp, set_split_kv), so only ``"always"`` needs it.
     """
     name = _build_info.dtype_name(dtype)
-    hd = _build_info.kernel_head_dim(head_dim)
+    hd = _build_info.kernel_head_dim(head_dim, _loader.STATE.head_dims)
     keys = []
     if split != "always":
         keys.append(("fwd", name, hd, causal_kernel))
@@ -408,7 +408,8 @@ def fwd_kernel_keys(dtype: torch.dtype, head_dim: int, causal_kernel: bool, spli
 
 def bwd_kernel_keys(dtype: torch.dtype, head_dim: int, causal_kernel: bool) -> tuple[tuple[Any, ...], ...]:
     """Backward unit a call uses."""
-    return (("bwd", _build_info.dtype_name(dtype), _build_info.kernel_head_dim(head_dim), causal_kernel),)
+    hd = _build_info.kernel_head_dim(head_dim, _loader.STATE.head_dims)
+    return (("bwd", _build_info.dtype_name(dtype), hd, causal_kernel),)
 
 
 def _describe_key(key: tuple[Any, ...]) -> str:
@@ -432,8 +433,8 @@ def require_kernels(keys: tuple[tuple[Any, ...], ...]) -> bool:
             f"this flash_attn build has no {', '.join(_describe_key(key) for key in missing)} kernel "
             f"(kernel set '{state.kernel_set_name}' holds head dims {head_dims or 'none'} for "
             f"{', '.join(dtypes) or 'no dtype'}: {_build_info.describe_kernels(state.kernels)}). Head dims "
-            "run the kernel of the next size up (32, 64, 96, 128, 192, 256). Use a head dim and dtype the set "
-            "holds, install a release wheel, or rebuild with a kernel set that includes it."
+            f"run the kernel of the next size up ({', '.join(map(str, state.head_dims))}). Use a head dim and "
+            "dtype the set holds, install a release wheel, or rebuild with a kernel set that includes it."
         )
     return True
 

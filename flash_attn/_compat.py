@@ -13,15 +13,16 @@ GPU rule (what :func:`check_device` decides), in this order:
    Arch-specific targets (``sm_90a``) run only on exactly that capability; family targets
    (``sm_100f``) follow the same-major rule.
 2. **Another arch group.** Otherwise, when one of the project's arch groups has SASS for the GPU
-   (``legacy``: sm_80, sm_89, sm_90, so every 8.x and 9.x; ``blackwell``: sm_100, sm_120,
-   sm_121, so every 10.x and 12.x), the GPU is refused and the error names that group's wheel:
-   a ``.legacy`` wheel on an RTX 5090 (12.0) says to install the ``.blackwell`` one. The PTX of
+   (the build info's ``arch_groups``: every fixed group's SASS, written by the build from its
+   manifest), the GPU is refused and the error names that group's wheel: a ``.legacy`` wheel on
+   an RTX 5090 (12.0) says to install the ``.blackwell`` one. The PTX of
    the wheel would JIT-compile there, but it would recompile every kernel of the library at
    first use, so the matching wheel is the answer.
 3. **PTX.** Otherwise, when the build embeds PTX for ``compute_<ptx_arch>`` and the GPU's
    capability is >= ``ptx_arch``, the GPU runs that PTX, JIT-compiled by the driver at first use
    (slow once, then cached). This is the path for GPUs newer than every arch group.
-4. Otherwise the GPU is refused: capability < 8.0 (FlashAttention-2 needs Ampere or newer), or
+4. Otherwise the GPU is refused: capability below the build info's ``min_arch`` (8.0:
+   FlashAttention-2 needs Ampere or newer), or
    an architecture no group builds (e.g. Thor, sm_110) with no usable PTX.
 
 torch rule (what :func:`check_torch` decides): the library links against torch's C++ API, so the
@@ -38,8 +39,8 @@ from typing import Any
 from . import _build_info as bi
 
 __all__ = [
-    "GROUP_SASS",
     "DeviceVerdict",
+    "group_sass",
     "sass_runs_on",
     "ptx_runs_on",
     "group_for_capability",
@@ -48,13 +49,20 @@ __all__ = [
     "check_torch",
 ]
 
-# SASS of the project's arch groups (DESIGN.md). A custom group has whatever its build info says.
-GROUP_SASS: dict[str, tuple[bi.SassTarget, ...]] = {
-    "legacy": (bi.SassTarget(8, 0, ""), bi.SassTarget(8, 9, ""), bi.SassTarget(9, 0, "")),
-    "blackwell": (bi.SassTarget(10, 0, ""), bi.SassTarget(12, 0, ""), bi.SassTarget(12, 1, "")),
-}
 
-MIN_CAPABILITY = (8, 0)
+def group_sass(build_info: Mapping[str, Any]) -> dict[str, list[bi.SassTarget]]:
+    """SASS of the project's fixed arch groups, from the build info's ``arch_groups``.
+
+    ``{"legacy": ["sm_80", ...], ...}`` -> ``{"legacy": [SassTarget(8, 0, ""), ...], ...}``; empty
+    for a build info without it (written before the key existed).
+    """
+    groups = build_info.get("arch_groups") or {}
+    return {name: bi.sass_targets({"sass": sass}) for name, sass in groups.items()}
+
+
+def _min_capability(build_info: Mapping[str, Any]) -> tuple[int, int]:
+    """Oldest compute capability FlashAttention-2 runs on (build info ``min_arch``, 80 -> (8, 0))."""
+    return bi.ptx_capability({"ptx_arch": build_info.get("min_arch", 80)}) or (8, 0)
 
 
 @dataclass(frozen=True)
@@ -97,9 +105,12 @@ def ptx_runs_on(ptx: tuple[int, int] | None, capability: tuple[int, int]) -> boo
     return ptx is not None and tuple(capability) >= tuple(ptx)
 
 
-def group_for_capability(capability: tuple[int, int]) -> str | None:
-    """The project's arch group with SASS for ``capability`` (``"legacy"``/``"blackwell"``), or None."""
-    for group, targets in GROUP_SASS.items():
+def group_for_capability(build_info: Mapping[str, Any], capability: tuple[int, int]) -> str | None:
+    """The project's arch group with SASS for ``capability`` (e.g. ``"legacy"``), or None.
+
+    The groups are the build info's ``arch_groups`` (see :func:`group_sass`).
+    """
+    for group, targets in group_sass(build_info).items():
         if any(sass_runs_on(target, capability) for target in targets):
             return group
     return None
@@ -159,12 +170,13 @@ def check_device(
         return DeviceVerdict(True, "sass", str(target), f"{gpu} runs the {target} SASS ({how})")
 
     own_group = str(build_info.get("group"))
-    other = group_for_capability(capability)
+    other = group_for_capability(build_info, capability)
     if other is not None and other != own_group:
         wheel = wheel_name(build_info, other, dist_version)
+        other_sass = ", ".join(str(target) for target in group_sass(build_info)[other])
         message = (
             f"flash_attn {release} ({build}) cannot run on {gpu}: {_sm(capability)} is covered by the "
-            f"'{other}' arch group. Install the .{other} wheel of this release instead: "
+            f"'{other}' arch group (SASS {other_sass}). Install the .{other} wheel of this release instead: "
             f"pip install '{wheel}' (same flash_attn, CUDA and torch; only the arch group differs)."
         )
         return DeviceVerdict(False, "none", "", message, other)
@@ -180,9 +192,10 @@ def check_device(
             "first use (slow once, then cached)",
         )
 
-    if capability < MIN_CAPABILITY:
+    minimum = _min_capability(build_info)
+    if capability < minimum:
         reason = (
-            "FlashAttention-2 kernels need compute capability 8.0 (Ampere) or newer; no flash_attn wheel "
+            f"FlashAttention-2 kernels need compute capability {_cc(minimum)} (Ampere) or newer; no flash_attn wheel "
             "runs on this GPU (use torch.nn.functional.scaled_dot_product_attention instead)"
         )
     elif other is not None:  # own group should have covered it: a custom or inconsistent build

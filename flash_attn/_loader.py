@@ -96,6 +96,11 @@ class LibraryState:
         return self.status == "ready"
 
     @property
+    def head_dims(self) -> tuple[int, ...]:
+        """Head dims the library's dispatch rounds a call's head dim up to (build info "head_dims")."""
+        return tuple((self.build_info or {}).get("head_dims", ()))
+
+    @property
     def kernel_set_name(self) -> str:
         return str((self.build_info or {}).get("kernel_set", "?"))
 

@@ -7,7 +7,7 @@
 //   flash_attn was built without <what> (kernel set '<set>'); rebuild with ...
 //
 // Head dimensions are dispatched on the rounded head dim that upstream's kernels are
-// instantiated for: 32, 64, 96, 128, 192, 256 (params.d <= 32 -> 32, <= 64 -> 64, ...).
+// instantiated for: the smallest of kernels.head_dims in build-manifest.json that is >= params.d.
 #pragma once
 
 #include <cuda_runtime_api.h>

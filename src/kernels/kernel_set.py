@@ -8,55 +8,65 @@ A *unit* is one translation unit that instantiates one upstream kernel template 
 
 kind is ``fwd`` (plain forward), ``fwd_split`` (split-KV forward, used by the KV-cache path
 and by the split heuristic) or ``bwd``; dtype is ``fp16`` or ``bf16``; D is one of the head
-dims upstream instantiates (32, 64, 96, 128, 192, 256).
+dims upstream instantiates. Kinds, dtypes, head dims and the named sets are ``kernels`` in
+build-manifest.json; the compile cost of each unit is ``unit_costs`` there.
 
-Named sets:
-
-- ``release``: every unit upstream 2.8.3 builds (3 kinds x 2 dtypes x 6 head dims x causal or
-  not = 72 units).
-- ``dev``: head dims 64 and 128, both dtypes, all kinds, causal or not (24 units).
-- ``ci``: the smallest set that still links and runs one forward (fwd_hdim64_fp16).
+Named sets (``kernels.sets``) are lists of patterns over the unit names: ``release`` (every
+unit upstream 2.8.3 builds), ``dev`` (head dims 64 and 128), ``ci`` (one forward unit).
 
 Anything else is an explicit list: comma- or semicolon-separated unit names or shell-style
 patterns over them (``fwd_hdim64_*``, ``*_hdim128_bf16*``). Patterns that match nothing are
 an error, so a typo never silently builds less than asked.
 
 This module is pure Python (stdlib only) so CMake can run it at configure time and the tests
-and the release tooling can import it.
+and the release tooling can import it. It reads the manifest named by $FLASH_ATTN_MANIFEST,
+else build-manifest.json of this checkout.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
-KINDS = ("bwd", "fwd_split", "fwd")
-DTYPES = ("fp16", "bf16")
-HEAD_DIMS = (32, 64, 96, 128, 192, 256)
-NAMED_SETS = ("release", "dev", "ci")
+
+def manifest_path() -> Path:
+    """The build manifest in use: $FLASH_ATTN_MANIFEST, else build-manifest.json of this checkout."""
+    return Path(os.environ.get("FLASH_ATTN_MANIFEST") or Path(__file__).resolve().parents[2] / "build-manifest.json")
+
+
+def _load_manifest() -> dict:
+    path = manifest_path()
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"error: cannot read the build manifest {path}: {e}") from None
+
+
+_MANIFEST = _load_manifest()
+_KERNELS = _MANIFEST["kernels"]
+KINDS = tuple(_KERNELS["kinds"])
+DTYPES = tuple(_KERNELS["dtypes"])
+HEAD_DIMS = tuple(_KERNELS["head_dims"])
+NAMED_SETS = tuple(_KERNELS["sets"])
 
 # Compile seconds of one unit for one arch, used to start the longest units first (Ninja starts
-# edges in the order the sources are listed) and to weight the progress ETA. Measured for sm_90 on
-# an H200 host, 16 concurrent compiles, nvcc 13.0, mean of fp16 and bf16
-# (docs/evidence/h200-2026-11-29-dev/build.md); keys are (kind, head dim, causal).
-_MEASURED_SECONDS = {
-    ("fwd_split", 64, False): 334.6, ("fwd_split", 128, False): 334.0,
-    ("fwd_split", 64, True): 205.3, ("fwd_split", 128, True): 224.1,
-    ("bwd", 64, False): 263.4, ("bwd", 128, False): 266.1,
-    ("bwd", 64, True): 191.8, ("bwd", 128, True): 196.8,
-    ("fwd", 64, False): 163.1, ("fwd", 128, False): 228.8,
-    ("fwd", 64, True): 112.4, ("fwd", 128, True): 189.8,
-}  # fmt: skip
-# Head dims without a measurement take the nearer of 64 and 128 (96 takes 128, the heavier), then:
-# above 128 upstream's launchers drop the even-M/N variants, which roughly halves the forward and
-# split-KV instantiations (fwd hdim192 causal 109 s vs fwd hdim128 causal 190 s), while the
-# backward grows (bwd hdim256 317 s vs bwd hdim128 276 s); both figures are DESIGN.md's.
-_ABOVE_128_FACTOR = {"fwd_split": 0.57, "fwd": 0.57, "bwd": 1.15}
-_COST_UNIT_SECONDS = _MEASURED_SECONDS[("fwd", 128, False)]
+# edges in the order the sources are listed) and to weight the progress ETA; provenance in the
+# manifest (unit_costs.measured_source, unit_costs.above_source).
+_COSTS = _MANIFEST["unit_costs"]
+_MEASURED_SECONDS = _COSTS["measured_seconds"]  # "<kind>_hdim<D>[_causal]" -> seconds
+_MEASURED_DIMS = sorted({int(re.search(r"_hdim(\d+)", k).group(1)) for k in _MEASURED_SECONDS})
+_ABOVE_HEAD_DIM = int(_COSTS["above_head_dim"])
+_ABOVE_FACTOR = _COSTS["above_factor"]
+_COST_UNIT_SECONDS = _MEASURED_SECONDS[_COSTS["reference_unit"]]
 
-_CTYPE = {"fp16": "cutlass::half_t", "bf16": "cutlass::bfloat16_t"}
-_UNIT_RE = re.compile(r"^(bwd|fwd_split|fwd)_hdim(\d+)_(fp16|bf16)(_causal)?$")
+_CTYPE = _KERNELS["dtypes"]
+_KIND_RE = "|".join(sorted(map(re.escape, KINDS), key=len, reverse=True))
+_DTYPE_RE = "|".join(map(re.escape, DTYPES))
+_UNIT_RE = re.compile(rf"^({_KIND_RE})_hdim(\d+)_({_DTYPE_RE})(_causal)?$")
 
 
 class KernelSetError(ValueError):
@@ -78,16 +88,20 @@ class Unit:
 
     @property
     def cost(self) -> float:
-        """Relative compile cost (unitless, fwd hdim128 non-causal = 1.0); see _MEASURED_SECONDS."""
-        measured_dim = 64 if self.head_dim < 96 else 128
-        seconds = _MEASURED_SECONDS[(self.kind, measured_dim, self.causal)]
-        if self.head_dim > 128:
-            seconds *= _ABOVE_128_FACTOR[self.kind]
+        """Relative compile cost (unitless, the manifest's reference unit = 1.0).
+
+        A head dim without a measurement takes the nearest measured one (ties: the larger, so 96
+        takes 128); above ``above_head_dim`` the kind's ``above_factor`` applies.
+        """
+        measured_dim = min(_MEASURED_DIMS, key=lambda d: (abs(d - self.head_dim), -d))
+        seconds = _MEASURED_SECONDS[f"{self.kind}_hdim{measured_dim}" + ("_causal" if self.causal else "")]
+        if self.head_dim > _ABOVE_HEAD_DIM and measured_dim != self.head_dim:
+            seconds *= _ABOVE_FACTOR[self.kind]
         return seconds / _COST_UNIT_SECONDS
 
     def describe(self) -> str:
         """Human text for stub errors, e.g. 'the backward kernel for head dim 96, bf16, causal'."""
-        what = {"fwd": "forward", "fwd_split": "split-KV forward", "bwd": "backward"}[self.kind]
+        what = _KERNELS["kinds"][self.kind]
         mask = "causal" if self.causal else "non-causal"
         return f"the {what} kernel for head dim {self.head_dim}, {self.dtype}, {mask}"
 
@@ -96,7 +110,7 @@ class Unit:
 
 
 def all_units() -> list[Unit]:
-    """Every unit upstream FlashAttention-2 2.8.3 instantiates (the ``release`` set)."""
+    """Every unit of the manifest's kinds x dtypes x head dims x causal or not."""
     return [Unit(k, t, d, c) for k in KINDS for t in DTYPES for d in HEAD_DIMS for c in (False, True)]
 
 
@@ -106,7 +120,7 @@ def parse_unit(name: str) -> Unit:
     if not m or int(m.group(2)) not in HEAD_DIMS:
         raise KernelSetError(
             f"'{name}' is not a kernel unit name; expected <kind>_hdim<D>_<dtype>[_causal] with kind in "
-            f"{', '.join(KINDS)}, D in {', '.join(map(str, HEAD_DIMS))}, dtype in fp16, bf16"
+            f"{', '.join(KINDS)}, D in {', '.join(map(str, HEAD_DIMS))}, dtype in {', '.join(DTYPES)}"
         )
     return Unit(m.group(1), m.group(3), int(m.group(2)), bool(m.group(4)))
 
@@ -121,24 +135,18 @@ def resolve(spec: str) -> tuple[str, list[Unit]]:
     if not spec:
         raise KernelSetError(f"empty kernel set; use one of {', '.join(NAMED_SETS)} or an explicit list of unit names")
     everything = all_units()
-    if spec == "release":
-        chosen = everything
-    elif spec == "dev":
-        chosen = [u for u in everything if u.head_dim in (64, 128)]
-    elif spec == "ci":
-        chosen = [Unit("fwd", "fp16", 64, False)]
-    else:
-        chosen = set()
-        for pattern in filter(None, (p.strip() for p in re.split(r"[,;]", spec))):
-            hits = [u for u in everything if fnmatch.fnmatchcase(u.name, pattern)]
-            if not hits:
-                raise KernelSetError(
-                    f"kernel set entry '{pattern}' matches no unit. Use a named set ({', '.join(NAMED_SETS)}) or "
-                    "unit names / patterns such as fwd_hdim64_fp16, bwd_hdim128_*, fwd*_hdim64_bf16*"
-                )
-            chosen.update(hits)
-        return "custom", order_heaviest_first(chosen)
-    return spec, order_heaviest_first(chosen)
+    named = spec in NAMED_SETS
+    patterns = _KERNELS["sets"][spec]["units"] if named else [p.strip() for p in re.split(r"[,;]", spec)]
+    chosen = set()
+    for pattern in filter(None, patterns):
+        hits = [u for u in everything if fnmatch.fnmatchcase(u.name, pattern)]
+        if not hits:
+            raise KernelSetError(
+                f"kernel set entry '{pattern}' matches no unit. Use a named set ({', '.join(NAMED_SETS)}) or "
+                "unit names / patterns such as fwd_hdim64_fp16, bwd_hdim128_*, fwd*_hdim64_bf16*"
+            )
+        chosen.update(hits)
+    return (spec if named else "custom"), order_heaviest_first(chosen)
 
 
 def order_heaviest_first(units) -> list[Unit]:

@@ -1,4 +1,4 @@
-"""Paths of this checkout, and access to src/kernels/kernel_set.py without copying it."""
+"""Paths of this checkout, and access to src/kernels/kernel_set.py and flash_attn/_label.py without copying them."""
 
 from __future__ import annotations
 
@@ -13,21 +13,36 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SRC_DIR = REPO_ROOT / "src"
 KERNEL_SET_PY = SRC_DIR / "kernels" / "kernel_set.py"
 VERSION_PY = REPO_ROOT / "flash_attn" / "_version.py"
+LABEL_PY = REPO_ROOT / "flash_attn" / "_label.py"
 DEFAULT_BUILD_ROOT = REPO_ROOT / "build"
 DEFAULT_WHEELHOUSE = REPO_ROOT / "wheelhouse"
+
+
+def _load_file(name: str, path: Path) -> ModuleType:
+    """Import one stdlib-only source file as module `name` (once), without its package."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look the module up while the class is created
+    spec.loader.exec_module(module)
+    return module
 
 
 @cache
 def kernel_set() -> ModuleType:
     """src/kernels/kernel_set.py as a module (the single definition of the kernel sets)."""
-    name = "flash_attn_kernel_set"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, KERNEL_SET_PY)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look the module up while the class is created
-    spec.loader.exec_module(module)
-    return module
+    return _load_file("flash_attn_kernel_set", KERNEL_SET_PY)
+
+
+@cache
+def label() -> ModuleType:
+    """flash_attn/_label.py as a module: the local version label's one definition.
+
+    Loaded by path, never as ``flash_attn._label``: importing the package would load the native
+    library (and, in a smoke or validate session, an installed wheel's copy instead of this one).
+    """
+    return _load_file("flash_attn_label", LABEL_PY)
 
 
 def package_version(version_py: Path = VERSION_PY) -> str:

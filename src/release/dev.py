@@ -18,7 +18,7 @@ import argparse
 import os
 import sys
 
-from . import _paths, build_key, builder, options, toolchain
+from . import _paths, build_key, builder, manifest, options, toolchain
 from .errors import ReleaseError
 
 
@@ -32,7 +32,10 @@ def install_command(python: str, build_dir, defines: dict[str, str]) -> list[str
 
 def main(argv: list[str] | None = None, probe=toolchain.probe) -> int:
     p = argparse.ArgumentParser(prog="python -m release.dev", description=__doc__.split("\n")[0])
-    p.add_argument("--arch-group", dest="group", default="legacy", help="blackwell, legacy (default) or custom")
+    default = manifest.option_default("FLASH_ATTN_ARCH_GROUP")
+    p.add_argument(
+        "--arch-group", dest="group", default=default, help=f"{', '.join(options.GROUPS)} (default {default})"
+    )
     options.add_arguments(p)
     p.set_defaults(kernel_set=None)
     ns = p.parse_args(sys.argv[1:] if argv is None else argv)

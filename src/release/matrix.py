@@ -12,26 +12,14 @@ Filters take one value, a comma-separated list, or may be repeated; an empty val
 2.14.x in the table. An unknown value is an error that lists the valid ones; filters that leave
 no combination are an error that says which combinations exist.
 
-Facts behind the table (looked up November 2026; re-check when adding a torch release):
-
-- torch 2.11 ships CUDA builds cu126, cu128 and cu130 (download.pytorch.org/whl/cu1xx); no
-  cu132. Source: the torch-2.11.0+cu1xx wheel lists of the PyTorch-based wheel indexes.
-- torch 2.12 introduced CUDA 13.2 as experimental and dropped 12.8: cu126, cu130, cu132
-  (pytorch/pytorch RFC #178665, RELEASE.md update #182849).
-- torch 2.13 has the same CUDA set as 2.14 (RELEASE.md PR #197555: "For Release 2.12, 2.13 and
-  2.14 ... Is 2.13 the same as 2.14? yes").
-- torch 2.14 ships cu126, cu130 and cu132, cu132 being the PyPI default (RFC #190355, #194367).
-- Linux x86_64 and Windows get the same CUDA builds (the RELEASE.md tables above are titled
-  "Linux x86 and Windows"). Assumed, not checked file by file: every torch x CUDA pair below
-  has a win_amd64 wheel on the cu1xx index.
-- The newest patch of each minor on PyPI: 2.11.0, 2.12.1, 2.13.0, 2.14.1. CUDA toolkits: 13.0.2
-  is the 13.0 patch PyTorch's own binaries use; 13.2.2 the 13.2 one (pytorch/pytorch #196351).
-- CUDA 12.x builds (cu126, cu128) are not in the matrix: the project builds with nvcc 13.x only.
+The table itself (runner images, CUDA toolkits, torch releases and the CUDA builds of each, with
+the facts behind it) is ``release_matrix`` in build-manifest.json; the released arch groups are
+its ``arch_groups`` marked ``released``, the kernel sets its ``kernels.sets``.
 
 The local version label is ``cu<XY>torch<torch>cxx11abi<true|false>.<group>`` (plus
-``.<kernel set>`` for any set but ``release``), composed by :func:`release.tagging.compose_label`,
-the function :func:`release.tagging.local_label` uses on a wheel's build info (tests check the
-two agree). ``cxx11abi`` is what torch reports as ``torch._C._GLIBCXX_USE_CXX11_ABI``: true for the
+``.<kernel set>`` for any set but ``release``), spelled by
+flash_attn/_label.py, the definition :func:`release.tagging.local_label` uses on a wheel's build
+info too. ``cxx11abi`` is what torch reports as ``torch._C._GLIBCXX_USE_CXX11_ABI``: true for the
 Linux builds of these torch versions (libstdc++ new ABI only since torch 2.7), false on Windows,
 where MSVC has no such ABI switch and torch defines the flag as False. The label's CUDA is the
 toolkit's major and minor (nvcc's version in the build info), which the workflow matches to the
@@ -55,17 +43,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _paths, tagging
+from . import _paths, manifest
 
-PYTHON = "3.12"  # interpreter of the build jobs; the wheel is cp310-abi3 whatever runs the build
+_MANIFEST = manifest.load()
+_MATRIX = _MANIFEST["release_matrix"]
+PYTHON = _MATRIX["python"]  # interpreter of the build jobs; the wheel is cp310-abi3 whatever runs the build
 WHEEL_PYTHON_TAG = "cp310-abi3"  # pyproject.toml: wheel.py-api = "cp310"
-TORCH_INDEX = "https://download.pytorch.org/whl/{cu}"
-
-
-MANYLINUX = "manylinux_2_28"  # glibc floor of the Linux wheels (torch's own wheels: the same)
-# PyTorch's builder image of that floor, per CUDA minor. A tag, not a digest: the build job checks the
-# toolkit patch it finds against CUDA below before it compiles (release.gates cuda).
-LINUX_IMAGE = "pytorch/manylinux2_28-builder:cuda{cuda}"
+TORCH_INDEX = _MATRIX["torch_index"]
 
 
 @dataclass(frozen=True)
@@ -78,27 +62,14 @@ class OsInfo:
 
 
 # GitHub-hosted runner images the release is built on.
-OSES: dict[str, OsInfo] = {
-    "ubuntu-24.04": OsInfo(
-        platform_tag=tagging.platform_tag(MANYLINUX),
-        cxx11_abi=True,
-        short="linux",
-        image=LINUX_IMAGE,
-        manylinux=MANYLINUX,
-    ),
-    "windows-2022": OsInfo(platform_tag="win_amd64", cxx11_abi=False, short="windows"),
-}
-GROUPS = ("blackwell", "legacy")  # `custom` is a local-build group, never released
+OSES: dict[str, OsInfo] = {name: OsInfo(**info) for name, info in _MATRIX["oses"].items()}
+# `custom` is a local-build group, never released
+GROUPS = tuple(name for name, g in manifest.arch_groups(_MANIFEST).items() if g["released"])
 # CUDA toolkit minor -> exact toolkit the build job installs.
-CUDA: dict[str, str] = {"13.0": "13.0.2", "13.2": "13.2.2"}
-# torch release -> CUDA builds of it that this project releases wheels for (see the module docstring).
-TORCH: dict[str, tuple[str, ...]] = {
-    "2.11.0": ("13.0",),
-    "2.12.1": ("13.0", "13.2"),
-    "2.13.0": ("13.0", "13.2"),
-    "2.14.1": ("13.0", "13.2"),
-}
-KERNEL_SETS = ("release", "dev", "ci")
+CUDA: dict[str, str] = dict(_MATRIX["cuda"])
+# torch release -> CUDA builds of it that this project releases wheels for (manifest: torch_source).
+TORCH: dict[str, tuple[str, ...]] = {torch: tuple(cudas) for torch, cudas in _MATRIX["torch"].items()}
+KERNEL_SETS = tuple(_MANIFEST["kernels"]["sets"])
 
 
 class MatrixError(ValueError):
@@ -107,13 +78,12 @@ class MatrixError(ValueError):
 
 def cu_tag(cuda: str) -> str:
     """The CUDA part of a PyTorch index and label: 13.0 -> cu130."""
-    major, minor = cuda.split(".")[:2]
-    return f"cu{major}{minor}"
+    return _paths.label().cuda_tag(cuda)
 
 
 def local_label(cuda: str, torch: str, cxx11_abi: bool, group: str, kernel_set: str = "release") -> str:
-    """The local version label a wheel of this combination gets (release.tagging.compose_label)."""
-    return tagging.compose_label(cu_tag(cuda).removeprefix("cu"), torch, cxx11_abi, group, kernel_set)
+    """The local version label a wheel of this combination gets (flash_attn/_label.py spells it)."""
+    return _paths.label().local_label(cuda, torch, cxx11_abi, group, kernel_set)
 
 
 def wheel_name(version: str, label: str, platform_tag: str) -> str:
@@ -152,6 +122,8 @@ def entry(
         "os": os_name,
         "runner": runner or os_name,
         "group": group,
+        "archs": list(manifest.arch_groups(_MANIFEST)[group]["sms"]),
+        "ptx_arch": manifest.arch_groups(_MANIFEST)[group]["ptx"],
         "cuda": cuda,
         "cuda_full": CUDA[cuda],
         "cu": cu_tag(cuda),

@@ -20,21 +20,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import _paths
+from . import _paths, manifest
 from .errors import ReleaseError
 
-GROUPS = ("blackwell", "legacy", "custom")
-FATBIN_MODES = ("none", "default", "size", "speed", "balance")
+_MANIFEST = manifest.load()
+_OPTIONS = _MANIFEST["options"]
+GROUPS = tuple(manifest.arch_groups(_MANIFEST))
+FATBIN_MODES = tuple(_OPTIONS["FLASH_ATTN_FATBIN_COMPRESSION"]["choices"])
+MIN_SM = int(_MANIFEST["archs"]["min_sm"])
+DEFAULT_KERNEL_SET = _OPTIONS["FLASH_ATTN_KERNEL_SET"]["default"]
+_SDIST = f"flash_attn-{_MANIFEST['upstream']['version']}.tar.gz"
 
 # (CLI dest, CMake/env name, help) of the pass-through options; None means "not given".
-PASS_THROUGH = (
-    ("fatbin_compression", "FLASH_ATTN_FATBIN_COMPRESSION", "nvcc --compress-mode (default size)"),
-    ("source_dir", "FLASH_ATTN_SOURCE_DIR", "local upstream/fork tree instead of the pinned sdist"),
-    ("sdist", "FLASH_ATTN_SDIST", "already-downloaded flash_attn-2.8.3.post2.tar.gz (hash-checked)"),
-    ("cutlass_dir", "FLASH_ATTN_CUTLASS_DIR", "CUTLASS include directory"),
-    ("apply_deltas", "FLASH_ATTN_APPLY_DELTAS", "ON/OFF: apply the kernel deltas A-1, A-2 (default ON)"),
-    ("rescale_threshold", "FLASH_ATTN_RESCALE_THRESHOLD", "A-1 threshold in log2 units (default 8.0)"),
-    ("packed_fma", "FLASH_ATTN_PACKED_FMA", "ON/OFF: A-2 packed FMA on sm_100+ (default ON)"),
+# Defaults are the manifest's (options.<name>.default), which CMake applies.
+PASS_THROUGH = tuple(
+    (dest, name, text.format(default=_OPTIONS[name]["default"]))
+    for dest, name, text in (
+        ("fatbin_compression", "FLASH_ATTN_FATBIN_COMPRESSION", "nvcc --compress-mode (default {default})"),
+        ("source_dir", "FLASH_ATTN_SOURCE_DIR", "local upstream/fork tree instead of the pinned sdist"),
+        ("sdist", "FLASH_ATTN_SDIST", f"already-downloaded {_SDIST} (hash-checked)"),
+        ("cutlass_dir", "FLASH_ATTN_CUTLASS_DIR", "CUTLASS include directory"),
+        ("apply_deltas", "FLASH_ATTN_APPLY_DELTAS", "ON/OFF: apply the kernel deltas A-1, A-2 (default {default})"),
+        ("rescale_threshold", "FLASH_ATTN_RESCALE_THRESHOLD", "A-1 threshold in log2 units (default {default})"),
+        ("packed_fma", "FLASH_ATTN_PACKED_FMA", "ON/OFF: A-2 packed FMA on sm_100+ (default {default})"),
+    )
 )
 
 
@@ -49,8 +58,8 @@ def parse_archs(text: str) -> list[int]:
                 "(several: --cuda-archs 80,90); suffixes such as 'a'/'f' are chosen by the build."
             )
         sm = int(m.group(1)) if m.group(1) else int(m.group(2)) * 10 + int(m.group(3))
-        if sm < 80:
-            raise ReleaseError(f"sm_{sm} in --cuda-archs: FlashAttention-2 needs sm_80 or newer (Ampere).")
+        if sm < MIN_SM:
+            raise ReleaseError(f"sm_{sm} in --cuda-archs: FlashAttention-2 needs sm_{MIN_SM} or newer (Ampere).")
         archs.add(sm)
     return sorted(archs)
 
@@ -71,7 +80,7 @@ class BuildOptions:
     """Everything one wheel build needs to know besides the toolchain."""
 
     group: str
-    kernel_set: str = "release"
+    kernel_set: str = DEFAULT_KERNEL_SET
     cuda_archs: list[int] = field(default_factory=list)
     torch_version: str | None = None
     out_dir: Path = _paths.DEFAULT_WHEELHOUSE
@@ -153,7 +162,10 @@ def check_out_dir(out_dir: Path, version: str) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The wheel sessions' flags (the arch group is the caller's)."""
-    p.add_argument("--kernel-set", help="release (default), dev, ci, or unit names/patterns (FLASH_ATTN_KERNEL_SET)")
+    named = ", ".join(_MANIFEST["kernels"]["sets"])
+    p.add_argument(
+        "--kernel-set", help=f"{named} (default {DEFAULT_KERNEL_SET}), or unit names/patterns (FLASH_ATTN_KERNEL_SET)"
+    )
     p.add_argument("--cuda-archs", help="SM list for the custom group, e.g. 80,90 (FLASH_ATTN_CUDA_ARCHS)")
     p.add_argument("--torch-version", help="torch to build against; installed into the session if it differs")
     p.add_argument("--out", type=Path, help="output folder of the tagged wheel (default wheelhouse/)")
@@ -196,7 +208,7 @@ def from_namespace(ns: argparse.Namespace, env: Mapping[str, str] | None = None)
         passthrough[name] = value
     return BuildOptions(
         group=ns.group,
-        kernel_set=pick(ns.kernel_set, "FLASH_ATTN_KERNEL_SET") or "release",
+        kernel_set=pick(ns.kernel_set, "FLASH_ATTN_KERNEL_SET") or DEFAULT_KERNEL_SET,
         cuda_archs=parse_archs(archs_text) if archs_text else [],
         torch_version=ns.torch_version,
         out_dir=(ns.out or _paths.DEFAULT_WHEELHOUSE).resolve(),

@@ -35,7 +35,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .build_key import cuda_digits
+from . import _paths
 from .errors import ReleaseError
 
 MIN_WHEEL = (0, 48)
@@ -43,38 +43,20 @@ _BUILD_INFO_RE = re.compile(r"^flash_attn/build_info_([a-z0-9_]+)\.json$")
 _LIBRARY_RE = re.compile(r"^flash_attn/_C_([a-z0-9_]+)\.(so|pyd)$")
 
 
-RELEASE_KERNEL_SET = "release"  # the only kernel set whose label has no kernel-set segment
-_SEGMENT_RE = re.compile(r"^[a-z0-9]+$")
-
-
-def compose_label(cuda: str, torch: str, cxx11_abi: bool, group: str, kernel_set: str = RELEASE_KERNEL_SET) -> str:
-    """The local version label from its parts; stdlib only (release.matrix names wheels with it).
-
-    `cuda` is the CUDA major and minor digits ("130"), `torch` a public torch version ("2.14.1"),
-    `group` the arch group; `kernel_set` is the build info's set name (release, dev, ci, custom),
-    added as a last segment unless it is "release". Raises ValueError for a group or kernel set
-    that is not one lowercase alphanumeric PEP 440 local segment.
-    """
-    for what, value in (("arch group", group), ("kernel set", kernel_set)):
-        if not _SEGMENT_RE.match(value or ""):
-            raise ValueError(f"{what} {value!r} is not a lowercase alphanumeric label segment")
-    label = f"cu{cuda}torch{torch}cxx11abi{'true' if cxx11_abi else 'false'}.{group}"
-    return label if kernel_set == RELEASE_KERNEL_SET else f"{label}.{kernel_set}"
-
-
 def local_label(info: dict) -> str:
     """The local version label of a build info record, in PEP 440 normal form.
 
-    cu + CUDA major and minor (from cuda_version), torch + torch version without its own local
-    label, cxx11abi + true/false, then "." and the arch group, then "." and the kernel set unless
-    it is ``release`` (:func:`compose_label`). Raises ReleaseError when a field is missing.
+    Spelled by flash_attn/_label.py (the runtime's definition, also used by release.matrix) from
+    cuda_version, the torch version without its own local label, cxx11_abi, the arch group and
+    the kernel set (a last segment unless it is ``release``). Raises ReleaseError when a field is
+    missing or not label-safe.
     """
     from packaging.version import InvalidVersion, Version
 
     try:
         torch = Version(info["torch_version"]).public
-        label = compose_label(
-            cuda_digits(info["cuda_version"]), torch, info["cxx11_abi"], info["group"], info["kernel_set"]
+        label = _paths.label().local_label(
+            info["cuda_version"], torch, bool(info["cxx11_abi"]), info["group"], info["kernel_set"]
         )
         return Version(f"0+{label}").local
     except (KeyError, ValueError, InvalidVersion) as e:

@@ -52,7 +52,6 @@ GATES = {"fp16": 2e-2, "bf16": 1e-2}
 COSINE_MIN = 0.9995
 BWD_GATES = {"fp16": 5e-2, "bf16": 1e-1}
 BWD_COSINE_MIN = 0.999
-HEAD_DIMS = (32, 64, 96, 128, 192, 256)
 WARMUP, TIMED = 50, 50
 
 ACCURACY_CASES = [
@@ -83,12 +82,13 @@ LATENCY_SHAPES = [
 # -- kernel availability -------------------------------------------------------------------------
 
 
-def round_head_dim(d: int) -> int:
-    """The instantiated head dim a call with head dim d uses (the next of 32, 64, ..., 256)."""
-    for hd in HEAD_DIMS:
+def round_head_dim(d: int, head_dims) -> int:
+    """The instantiated head dim a call with head dim d uses: the next of ``head_dims`` (the build
+    info's "head_dims", e.g. 32, 64, ..., 256). Raises ValueError above the largest."""
+    for hd in sorted(head_dims):
         if d <= hd:
             return hd
-    raise ValueError(f"head dim {d} > 256 is not supported")
+    raise ValueError(f"head dim {d} > {max(head_dims, default=0)} is not supported")
 
 
 def built_units(info: dict) -> set[tuple[str, str, int, bool]]:
@@ -100,9 +100,9 @@ def built_units(info: dict) -> set[tuple[str, str, int, bool]]:
     return units
 
 
-def needed_unit(kind: str, dtype: str, d: int, causal: bool, sq: int = 2) -> tuple[str, str, int, bool]:
-    """The unit a call needs; upstream treats causal with Sq=1 as non-causal."""
-    return (kind, dtype, round_head_dim(d), causal and sq > 1)
+def needed_unit(kind: str, dtype: str, d: int, causal: bool, head_dims, sq: int = 2) -> tuple[str, str, int, bool]:
+    """The unit a call needs (head dims as for round_head_dim); upstream treats causal with Sq=1 as non-causal."""
+    return (kind, dtype, round_head_dim(d, head_dims), causal and sq > 1)
 
 
 # -- inputs, reference, metrics ------------------------------------------------------------------
@@ -274,15 +274,16 @@ class FlashAttn:
 
 
 class Suite:
-    def __init__(self, attn, built: set | None, device="cuda", seed: int = 0):
-        self.attn, self.built, self.device = attn, built, device
+    def __init__(self, attn, built: set | None, device="cuda", seed: int = 0, head_dims=()):
+        """built: units of the build info (None: assume every unit); head_dims: the build info's "head_dims"."""
+        self.attn, self.built, self.device, self.head_dims = attn, built, device, tuple(head_dims)
         torch = _torch()
         self.gen = torch.Generator(device=device).manual_seed(seed)
 
     def missing(self, kind, dtype, d, causal, sq=2) -> str | None:
         if self.built is None:
             return None
-        unit = needed_unit(kind, dtype, d, causal, sq)
+        unit = needed_unit(kind, dtype, d, causal, self.head_dims, sq)
         if unit in self.built:
             return None
         k, dt, hd, c = unit
@@ -796,7 +797,13 @@ def main(argv: list[str] | None = None) -> int:
         return setup_error(args.out, ctx, f"cannot use the installed flash_attn: {type(e).__name__}: {e}")
     if args.wheel and ctx.get("flash_attn") and not args.wheel.name.startswith(f"flash_attn-{ctx['flash_attn']}-"):
         return setup_error(args.out, ctx, f"installed flash_attn {ctx['flash_attn']} is not {args.wheel.name}")
-    suite = Suite(FlashAttn(module), built_units(info) or None, device=f"cuda:{args.device}", seed=args.seed)
+    suite = Suite(
+        FlashAttn(module),
+        built_units(info) or None,
+        device=f"cuda:{args.device}",
+        seed=args.seed,
+        head_dims=info.get("head_dims", ()),
+    )
     report = run_suite(suite, args.latency, *args.iters)
     report["context"], report["api"] = ctx, suite.attn.api
     report["counts"] = count(report)

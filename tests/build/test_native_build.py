@@ -63,6 +63,9 @@ def test_shared_object_and_build_info(built: Path):
     assert info["kernel_set"] == "ci"
     assert info["kernels"] == [{"kind": "fwd", "dtype": "fp16", "head_dim": 64, "causal": False}]
     assert info["upstream"]["version"] == "2.8.3.post2"
+    # the project tables the runtime needs, from build-manifest.json
+    assert info["head_dims"] == [32, 64, 96, 128, 192, 256] and info["min_arch"] == 80
+    assert info["arch_groups"]["legacy"] == ["sm_80", "sm_89", "sm_90"] and "blackwell" in info["arch_groups"]
     assert re.match(r"^\d+\.\d+", info["torch_version"]) and info["cuda_version"].startswith(info["torch_cuda_version"].split(".")[0])
 
 

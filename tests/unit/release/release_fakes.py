@@ -25,6 +25,7 @@ def build_info(group: str = "legacy", **overrides) -> dict:
         "upstream": {"version": "2.8.3.post2", "sha256": "d0f9", "source": "sdist-file"},
         "compilers": {"cxx": "GNU 12.2.0", "cuda": "NVIDIA 13.0.88"},
         "fatbin_compression": "size",
+        "head_dims": [32, 64, 96, 128, 192, 256],
     }
     info.update(overrides)
     return info

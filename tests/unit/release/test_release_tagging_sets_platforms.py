@@ -9,7 +9,7 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 from release_fakes import VERSION, build_info, make_wheel
 
-from release import tagging
+from release import _paths, tagging
 from release.errors import ReleaseError
 
 RELEASE_LABEL = "cu130torch2.14.1cxx11abitrue.legacy"
@@ -36,11 +36,12 @@ def test_build_info_without_a_kernel_set_is_an_error():
 
 
 @pytest.mark.parametrize("bad", ["", "Release", "my-set", "a.b"])
-def test_compose_label_refuses_a_segment_that_is_not_one_lowercase_word(bad):
+def test_label_refuses_a_segment_that_is_not_one_lowercase_word(bad):
+    label = _paths.label()
     with pytest.raises(ValueError, match="kernel set"):
-        tagging.compose_label("130", "2.14.1", True, "legacy", bad)
+        label.local_label("13.0", "2.14.1", True, "legacy", bad)
     with pytest.raises(ValueError, match="arch group"):
-        tagging.compose_label("130", "2.14.1", True, bad or "", "release")
+        label.local_label("13.0", "2.14.1", True, bad or "", "release")
 
 
 def test_retag_of_a_ci_build_never_gives_the_release_name(tmp_path):

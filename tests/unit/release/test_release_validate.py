@@ -75,7 +75,7 @@ def good_report(small):
 
 
 def suite(kernel, built=None):
-    return v.Suite(kernel, built, device="cpu", seed=1)
+    return v.Suite(kernel, built, device="cpu", seed=1, head_dims=(32, 64, 96, 128, 192, 256))
 
 
 def test_mask_semantics_bottom_right():
@@ -159,10 +159,11 @@ def test_not_built_error_from_the_library_is_reported_as_such():
 
 
 def test_round_head_dim_and_needed_unit():
-    assert [v.round_head_dim(d) for d in (8, 32, 33, 80, 128, 200, 256)] == [32, 32, 64, 96, 128, 256, 256]
-    assert v.needed_unit("fwd", "fp16", 80, True, sq=1) == ("fwd", "fp16", 96, False)
+    dims = (32, 64, 96, 128, 192, 256)
+    assert [v.round_head_dim(d, dims) for d in (8, 32, 33, 80, 128, 200, 256)] == [32, 32, 64, 96, 128, 256, 256]
+    assert v.needed_unit("fwd", "fp16", 80, True, dims, sq=1) == ("fwd", "fp16", 96, False)
     with pytest.raises(ValueError):
-        v.round_head_dim(320)
+        v.round_head_dim(320, dims)
 
 
 def test_report_files(tmp_path, good_report):

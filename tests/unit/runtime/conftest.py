@@ -44,6 +44,9 @@ LEGACY_INFO = {
     "upstream": {"version": "2.8.3.post2", "sha256": "d0f9f0b0", "source": "sdist"},
     "compilers": {"cxx": "GNU 12.2.0", "cuda": "NVIDIA 13.0.88"},
     "fatbin_compression": "size",
+    "head_dims": [32, 64, 96, 128, 192, 256],
+    "arch_groups": {"blackwell": ["sm_100f", "sm_120f", "sm_121"], "legacy": ["sm_80", "sm_89", "sm_90"]},
+    "min_arch": 80,
 }
 
 BLACKWELL_INFO = {

@@ -34,6 +34,9 @@ def test_parse_names_a_missing_key(legacy_info, key):
         ("kernels", [{"kind": "fwd", "dtype": "fp32", "head_dim": 64, "causal": False}], "kernels"),
         ("kernels", {}, "kernels"),
         ("torch_version", 2.14, "torch_version"),
+        ("arch_groups", {"legacy": ["80"]}, "arch_groups"),
+        ("arch_groups", ["sm_80"], "arch_groups"),
+        ("head_dims", [64, "128"], "head_dims"),
     ],
 )
 def test_parse_rejects_malformed_values(legacy_info, key, value, fragment):
@@ -81,7 +84,7 @@ def test_read(tmp_path, legacy_info):
     ],
 )
 def test_kernel_head_dim(head_dim, kernel):
-    assert bi.kernel_head_dim(head_dim) == kernel
+    assert bi.kernel_head_dim(head_dim, (32, 64, 96, 128, 192, 256)) == kernel
 
 
 def test_dtype_names():

@@ -323,7 +323,7 @@ def test_kernel_causal_follows_upstream_dispatch(args, backward, expected):
     assert _checks.kernel_causal(*args, backward=backward) is expected
 
 
-def test_kernel_keys():
+def test_kernel_keys(emulated):  # head dims from the loaded build info
     assert _checks.fwd_kernel_keys(torch.bfloat16, 72, True, "maybe") == (("fwd", "bf16", 96, True),)
     assert _checks.fwd_kernel_keys(F16, 64, False, "never") == (("fwd", "fp16", 64, False),)
     assert _checks.fwd_kernel_keys(F16, 64, False, "always") == (("fwd_split", "fp16", 64, False),)

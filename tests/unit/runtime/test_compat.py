@@ -100,16 +100,17 @@ def test_custom_group_uses_same_major_rule_and_points_to_official_wheels(legacy_
     assert "cxx11abitrue.legacy" in verdict.message
 
 
-def test_sass_variants():
+def test_sass_variants(legacy_info):
     assert _compat.sass_runs_on(bi.SassTarget(9, 0, "a"), (9, 0))
     assert not _compat.sass_runs_on(bi.SassTarget(9, 0, "a"), (9, 1))
     assert _compat.sass_runs_on(bi.SassTarget(10, 0, "f"), (10, 3))
     assert not _compat.sass_runs_on(bi.SassTarget(10, 0, ""), (12, 0))
     assert not _compat.sass_runs_on(bi.SassTarget(8, 9, ""), (8, 6))
-    assert _compat.group_for_capability((8, 6)) == "legacy"
-    assert _compat.group_for_capability((12, 1)) == "blackwell"
-    assert _compat.group_for_capability((11, 0)) is None
-    assert _compat.group_for_capability((7, 5)) is None
+    assert _compat.group_for_capability(legacy_info, (8, 6)) == "legacy"
+    assert _compat.group_for_capability(legacy_info, (12, 1)) == "blackwell"
+    assert _compat.group_for_capability(legacy_info, (11, 0)) is None
+    assert _compat.group_for_capability(legacy_info, (7, 5)) is None
+    assert _compat.group_for_capability({}, (8, 6)) is None  # a build info without arch_groups
 
 
 def test_wheel_name_swaps_only_the_group():

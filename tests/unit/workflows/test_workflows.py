@@ -258,7 +258,7 @@ def test_ci_runs_the_test_command_on_linux_and_windows_and_ci_wheels_on_both(ci)
     jobs = ci["jobs"]
     runs = {job_id: [s.get("run", "") for s in job["steps"]] for job_id, job in jobs.items()}
     image = "pytorch/manylinux2_28-builder:cuda13.0"
-    assert jobs["tests-linux"]["container"] == image == matrix.LINUX_IMAGE.format(cuda=ci["env"]["CUDA"])
+    assert jobs["tests-linux"]["container"] == image == matrix.OSES["ubuntu-24.04"].image.format(cuda=ci["env"]["CUDA"])
     assert "nox -s tests" in runs["tests-linux"]
     assert jobs["tests-windows"]["runs-on"] == "windows-2022"
     assert 'nox -s tests -- -m "not build"' in runs["tests-windows"]

@@ -1,0 +1,109 @@
+"""Tables in the docs that are rendered from the build manifest, between marker comments.
+
+A block looks like this in a Markdown file::
+
+    <!-- manifest:arch-groups -->
+    | arch group | SASS | PTX | GPUs |
+    ...
+    <!-- /manifest:arch-groups -->
+
+``python -m release.doc_tables`` rewrites every block from the manifest (``nox -s doc_tables``);
+``--check`` changes nothing and exits 1 naming each stale block (a unit test runs the check).
+``--manifest FILE`` (or ``$FLASH_ATTN_MANIFEST``) renders from another manifest; ``--root DIR``
+works on another checkout. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from . import _paths, manifest
+
+
+def arch_groups_table(data: dict) -> str:
+    """The arch group table (README.md): group, SASS, PTX and GPUs of each group, then a line on
+    family-specific SASS. Markdown text ending in a newline."""
+    family = data["archs"]["family_specific"]
+    lines = ["| arch group | SASS | PTX | GPUs |", "|---|---|---|---|"]
+    for group in data["arch_groups"]:
+        if group["sms"]:
+            sass = ", ".join(f"sm_{sm}" for sm in group["sms"])
+            ptx = f"compute_{group['ptx']}"
+        else:
+            sass, ptx = "the SMs you list", "newest listed"
+        lines.append(f"| `{group['name']}` | {sass} | {ptx} | {group['gpus']} |")
+    names = [f"sm_{sm}" for sm in family["sms"]]
+    plain = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    special = ", ".join(f"sm_{sm}f" for sm in family["sms"])
+    lines += [
+        "",
+        f"With CUDA >= {family['min_cuda']}, {plain} are compiled as family-specific SASS ({special}), which",
+        "runs on every GPU of the same major. Each wheel embeds PTX for one SM only.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# file (relative to the checkout) -> block name -> renderer
+BLOCKS: dict[str, dict[str, Callable[[dict], str]]] = {
+    "README.md": {"arch-groups": arch_groups_table},
+}
+
+
+def _block_re(name: str) -> re.Pattern:
+    return re.compile(rf"(<!-- manifest:{name} -->\n)(.*?)(<!-- /manifest:{name} -->)", re.DOTALL)
+
+
+def render(text: str, blocks: dict[str, Callable[[dict], str]], data: dict, where: str = "") -> str:
+    """`text` with each named block replaced by its rendering. Raises ValueError for a missing marker."""
+    for name, renderer in blocks.items():
+        pattern = _block_re(name)
+        if not pattern.search(text):
+            raise ValueError(
+                f"{where or 'the text'} has no <!-- manifest:{name} --> ... <!-- /manifest:{name} --> block; "
+                "restore the markers (git checkout -- that file) so the table can be rendered"
+            )
+        body = renderer(data)
+        text = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(3), text)
+    return text
+
+
+def stale(root: Path, data: dict) -> list[str]:
+    """Files under `root` whose blocks differ from `data`'s rendering (relative paths)."""
+    out = []
+    for rel, blocks in BLOCKS.items():
+        text = (root / rel).read_text(encoding="utf-8")
+        if render(text, blocks, data, rel) != text:
+            out.append(rel)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m release.doc_tables", description=__doc__.split("\n")[0])
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 when a block is stale")
+    p.add_argument(
+        "--manifest", type=Path, help="manifest to render from (default: $FLASH_ATTN_MANIFEST or the checkout's)"
+    )
+    p.add_argument("--root", type=Path, default=_paths.REPO_ROOT, help="checkout whose docs to render")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        data = manifest.load(args.manifest)
+        changed = stale(args.root, data)
+        if not args.check:
+            for rel in changed:
+                path = args.root / rel
+                path.write_text(render(path.read_text(encoding="utf-8"), BLOCKS[rel], data, rel), encoding="utf-8")
+    except (RuntimeError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for rel in changed:
+        verb = "is stale; run nox -s doc_tables" if args.check else "rewritten"
+        print(f"release.doc_tables: {rel} {verb}", file=sys.stderr)
+    return 1 if args.check and changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The build manifest (build-manifest.json) as the release tooling reads it.
+
+The manifest holds the build's tables: upstream pin, arch groups, kernel sets, unit costs,
+option defaults, release matrix and tool pins (docs/manifest.md). CMake reads the same file
+(cmake/FlashAttnManifest.cmake), src/kernels/kernel_set.py too; the runtime gets what it needs
+through the build info. ``$FLASH_ATTN_MANIFEST`` points every reader at another copy (tests do).
+
+Stdlib only: ``nox -s matrix`` and ``.ci/run`` read it before anything is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from . import _paths
+
+ENV = "FLASH_ATTN_MANIFEST"
+DEFAULT_PATH = _paths.REPO_ROOT / "build-manifest.json"
+
+
+def path() -> Path:
+    """The manifest in use: ``$FLASH_ATTN_MANIFEST`` when set, else build-manifest.json of this checkout."""
+    return Path(os.environ.get(ENV) or DEFAULT_PATH)
+
+
+def load(file: Path | None = None) -> dict[str, Any]:
+    """The manifest as a dict. Raises RuntimeError naming the file when it is missing or not JSON."""
+    file = file or path()
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise RuntimeError(
+            f"cannot read the build manifest {file}: {e}. Restore it (git checkout -- build-manifest.json) "
+            f"or unset {ENV}."
+        ) from None
+
+
+def arch_groups(data: dict | None = None) -> dict[str, dict]:
+    """Arch group name -> its entry (``sms``, ``ptx``, ``released``, ``gpus``), in manifest order."""
+    data = data or load()
+    return {g["name"]: g for g in data["arch_groups"]}
+
+
+def option_default(name: str, data: dict | None = None) -> str:
+    """The default of the CMake option ``name`` (e.g. FLASH_ATTN_KERNEL_SET -> "release")."""
+    return (data or load())["options"][name]["default"]
