@@ -2,10 +2,10 @@
 
 ``cu<CUDA major><minor>torch<torch version>cxx11abi<true|false>.<group>``, lowercase, e.g.
 ``cu130torch2.14.1cxx11abitrue.legacy``; a wheel of any kernel set but ``release`` gets the set's
-name as one more segment (``...legacy.ci``), so a dry-run wheel never carries a release wheel's name. The runtime uses it to name the wheel to install
-(:mod:`flash_attn._compat`); the release tooling (``release.tagging``, ``release.matrix``) loads
-this file by path, so it imports nothing from the package and nothing outside the standard
-library.
+name as one more segment (``...legacy.ci``), so a dry-run wheel never carries a release wheel's
+name. The runtime uses it to name the wheel to install (:mod:`flash_attn._compat`); the release
+tooling (``release.tagging``, ``release.matrix``) loads this file by path, so it imports nothing
+from the package and nothing outside the standard library.
 """
 
 from __future__ import annotations

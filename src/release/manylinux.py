@@ -90,7 +90,8 @@ def audit(report: dict, policy: str = DEFAULT_POLICY, direct: set[str] | None = 
         symbols = ", ".join(_newer_symbols(report.get("versioned_symbols", {}), want))
         problems.append(
             f"its symbol versions need {report['sym_tag']}, newer than {target} ({symbols}). Build it in the "
-            f"{policy} image (release_matrix.oses in build-manifest.json), whose compiler keeps to glibc {want[0]}.{want[1]}."
+            f"{policy} image (release_matrix.oses in build-manifest.json), whose compiler keeps to glibc "
+            f"{want[0]}.{want[1]}."
         )
     for flag, what in (("pyfpe", "uses PyFPE_jbuf"), ("ucs2", "is built for UCS2"), ("unsupported_isa", "needs ISA")):
         if report.get(flag):
