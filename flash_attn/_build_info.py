@@ -252,13 +252,16 @@ def cuda_major(version: str | None) -> int | None:
 def local_label(info: Mapping[str, Any], group: str | None = None) -> str:
     """Local version label of the wheel this build info describes, for ``group`` (default: its own).
 
-    The spelling is :func:`flash_attn._label.local_label`'s, e.g. ``cu130torch2.14.1cxx11abitrue.legacy``;
-    the CUDA is the build's toolkit (``cuda_version``), else torch's (``torch_cuda_version``).
+    The spelling is :func:`flash_attn._label.local_label`'s, e.g. ``cu130torch2.14.1cxx11abitrue.legacy``
+    (plus ``.ci`` etc. for a kernel set other than release, so the name of the other group's wheel
+    keeps this wheel's set); the CUDA is the build's toolkit (``cuda_version``), else torch's
+    (``torch_cuda_version``).
     """
     group = group or info["group"]
     cuda = info.get("cuda_version") if cuda_tag(info.get("cuda_version")) else info.get("torch_cuda_version")
     abi = bool(info.get("cxx11_abi", True))
+    kernel_set = str(info.get("kernel_set") or _label.RELEASE_KERNEL_SET)
     try:
-        return _label.local_label(cuda, info["torch_version"], abi, group)
-    except ValueError:  # no CUDA version at all: still name torch, ABI and group
+        return _label.local_label(cuda, info["torch_version"], abi, group, kernel_set)
+    except ValueError:  # no CUDA version, or a set name that is no label segment: still name torch, ABI, group
         return _label.local_label("0.0", info["torch_version"], abi, group).replace("cu00", "cu", 1)

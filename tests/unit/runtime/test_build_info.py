@@ -121,5 +121,9 @@ def test_versions_and_labels(legacy_info):
     assert bi.cuda_tag("12.8") == "cu128"
     assert bi.cuda_tag("13.0.88") == "cu130"
     assert bi.cuda_tag("x") is None
-    assert bi.local_label(legacy_info) == "cu130torch2.14.1cxx11abitrue.legacy"
-    assert bi.local_label(legacy_info, "blackwell") == "cu130torch2.14.1cxx11abitrue.blackwell"
+    # the fixture is a dev-set build: its label (and the other group's) carries the set, as tagging writes it
+    assert legacy_info["kernel_set"] == "dev"
+    assert bi.local_label(legacy_info) == "cu130torch2.14.1cxx11abitrue.legacy.dev"
+    assert bi.local_label(legacy_info, "blackwell") == "cu130torch2.14.1cxx11abitrue.blackwell.dev"
+    release = {**legacy_info, "kernel_set": "release"}
+    assert bi.local_label(release, "blackwell") == "cu130torch2.14.1cxx11abitrue.blackwell"
