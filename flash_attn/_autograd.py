@@ -7,6 +7,11 @@ forward and backward, into one graph: the operators have fake implementations
 (:mod:`flash_attn._ops`) and everything else here is plain tensor code.
 
 The LSE and probability outputs are marked non-differentiable; the backward ignores them.
+The public functions take this path only when a gradient is wanted (grad mode on and q, k or v
+requiring grad); otherwise they call the forward operator directly, which saves the
+``autograd.Function`` bookkeeping on every inference call. Neither path re-derives a dispatch
+decision: a kernel the set lacks is reported by the operator (through
+:func:`flash_attn._checks.call`), the backward one at ``.backward()``.
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ class FlashAttnFunc(torch.autograd.Function):
         deterministic: bool,
         return_softmax: bool,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        out, softmax_lse, p, rng_state = _ops.fwd(
+        out, softmax_lse, p, rng_state = _checks.call(
+            _ops.OPS["fwd"],
             q,
             k,
             v,
@@ -72,17 +78,8 @@ class FlashAttnFunc(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, dout: torch.Tensor, *unused: Any) -> tuple[Any, ...]:
         q, k, v, out, softmax_lse, rng_state, alibi_slopes = ctx.saved_tensors
-        causal_kernel = _checks.kernel_causal(
-            ctx.causal,
-            ctx.window_left,
-            ctx.window_right,
-            q.shape[1],
-            k.shape[1],
-            alibi_slopes is not None,
-            backward=True,
-        )
-        _checks.require_kernels(_checks.bwd_kernel_keys(q.dtype, q.shape[-1], causal_kernel))
-        dq, dk, dv, _ = _ops.bwd(
+        dq, dk, dv, _ = _checks.call(
+            _ops.OPS["bwd"],
             _last_dim_contiguous(dout),
             q,
             k,
@@ -126,7 +123,8 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
         deterministic: bool,
         return_softmax: bool,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        out, softmax_lse, p, rng_state = _ops.varlen_fwd(
+        out, softmax_lse, p, rng_state = _checks.call(
+            _ops.OPS["varlen_fwd"],
             q,
             k,
             v,
@@ -170,17 +168,8 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
                 "backward kernel; call flash_attn_varlen_func without block_table to train"
             )
         q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, rng_state, alibi_slopes = ctx.saved_tensors
-        causal_kernel = _checks.kernel_causal(
-            ctx.causal,
-            ctx.window_left,
-            ctx.window_right,
-            ctx.max_seqlen_q,
-            ctx.max_seqlen_k,
-            alibi_slopes is not None,
-            backward=True,
-        )
-        _checks.require_kernels(_checks.bwd_kernel_keys(q.dtype, q.shape[-1], causal_kernel))
-        dq, dk, dv, _ = _ops.varlen_bwd(
+        dq, dk, dv, _ = _checks.call(
+            _ops.OPS["varlen_bwd"],
             _last_dim_contiguous(dout),
             q,
             k,

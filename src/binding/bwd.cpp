@@ -133,6 +133,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
   chk.shape(softmax_lse, "softmax_lse", "(B, H, Sq)", {B, H, Sq});
   chk.fits_int(Sq, "Sq");
   chk.fits_int(Sk, "Sk");
+  chk.window(window_size_left, window_size_right);
   chk.dropout(dropout_p, softcap);
 
   const c10::cuda::CUDAGuard guard(device);
@@ -150,7 +151,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
   at::Tensor dq = at::empty_like(q);
   at::Tensor dk = at::empty_like(k);
   at::Tensor dv = at::empty_like(v);
-  at::Tensor softmax_d = at::empty({B, H, sq_rounded}, f32);
+  // Zeroed: the preprocessing kernel writes whole row tiles, which need not reach Sq_r.
+  at::Tensor softmax_d = at::zeros({B, H, sq_rounded}, f32);
   const DqAccumulator acc = make_dq_accumulator({B, sq_rounded}, dims.h, padded_head_dim(dims.d),
                                                 dims.b, deterministic, device.index(), f32);
   at::Tensor dk_h = per_query_head_grad(dk, {B, Sk, H, D}, grouped);
@@ -207,6 +209,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
   chk.fits_int(Tq, "Tq");
   chk.fits_int(max_seqlen_q, "max_seqlen_q");
   chk.fits_int(max_seqlen_k, "max_seqlen_k");
+  chk.window(window_size_left, window_size_right);
   chk.dropout(dropout_p, softcap);
 
   const c10::cuda::CUDAGuard guard(device);
@@ -227,13 +230,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
   at::Tensor dq = at::empty_like(q);
   at::Tensor dk = at::empty_like(k);
   at::Tensor dv = at::empty_like(v);
-  at::Tensor softmax_d = at::empty({H, padded_rows}, f32);
+  // Zeroed: each sequence's spare rows past its last row tile are never written.
+  at::Tensor softmax_d = at::zeros({H, padded_rows}, f32);
   const DqAccumulator acc = make_dq_accumulator({padded_rows}, dims.h, padded_head_dim(dims.d),
                                                 dims.b, deterministic, device.index(), f32);
   at::Tensor dk_h = per_query_head_grad(dk, {Tk, H, D}, grouped);
   at::Tensor dv_h = per_query_head_grad(dv, {Tk, H, D}, grouped);
   const at::Tensor lse = softmax_lse.contiguous();
-  if (zero_tensors) zero_grads({dq, dk_h, dv_h, softmax_d});
+  if (zero_tensors) zero_grads({dq, dk_h, dv_h});
 
   // -- parameters -------------------------------------------------------------------------------
   BwdParams params{};
