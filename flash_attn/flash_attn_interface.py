@@ -101,6 +101,25 @@ def _padded_head_dim(head_dim: int) -> int:
     return head_dim + 8 - head_dim % 8
 
 
+def _prepare(q, k, v, softmax_scale, window_size):
+    """What every entry point does before its operator: admit q's device (once per device), read
+    ``window_size``, default the scale to ``1 / sqrt(D)`` of the caller's D, and pad q, k, v to
+    the head dim the operators take (a copy only when D is not a multiple of 8).
+
+    Returns ``(q, k, v, D, softmax_scale, (left, right))``; k and v may be None (KV cache).
+    """
+    _checks.require_device(q)
+    window = _checks.window(window_size)
+    head_dim = q.shape[-1]
+    if softmax_scale is None:
+        softmax_scale = head_dim ** (-0.5)
+    padded = _padded_head_dim(head_dim)
+    q = _to_head_dim(q, padded)
+    k = None if k is None else _to_head_dim(k, padded)
+    v = None if v is None else _to_head_dim(v, padded)
+    return q, k, v, head_dim, softmax_scale, window
+
+
 def _wants_grad(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """Whether autograd must record the call (grad mode on and q, k or v requiring grad)."""
     return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
@@ -119,44 +138,14 @@ def _attention(
     deterministic: bool,
     return_attn_probs: bool,
 ):
-    _checks.require_device(q)
-    window_left, window_right = _checks.window(window_size)
-    head_dim = q.shape[-1]
-    if softmax_scale is None:
-        softmax_scale = head_dim ** (-0.5)
+    q, k, v, head_dim, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
     return_softmax = bool(return_attn_probs) and dropout_p > 0
-    padded = _padded_head_dim(head_dim)
-    q, k, v = _to_head_dim(q, padded), _to_head_dim(k, padded), _to_head_dim(v, padded)
+    args = (q, k, v, alibi_slopes, dropout_p, softmax_scale, bool(causal), left, right, softcap, return_softmax, None)
     if _wants_grad(q, k, v):
-        out, softmax_lse, s_dmask = FlashAttnFunc.apply(
-            *_distinct(q, k, v),
-            alibi_slopes,
-            dropout_p,
-            softmax_scale,
-            bool(causal),
-            window_left,
-            window_right,
-            softcap,
-            bool(deterministic),
-            return_softmax,
-        )
+        out, softmax_lse, s_dmask = FlashAttnFunc.apply(bool(deterministic), *_distinct(q, k, v), *args[3:])
     else:
-        out, softmax_lse, s_dmask, _ = _checks.call(
-            _ops.OPS["fwd"],
-            q,
-            k,
-            v,
-            alibi_slopes,
-            dropout_p,
-            softmax_scale,
-            bool(causal),
-            window_left,
-            window_right,
-            softcap,
-            return_softmax,
-            None,
-        )
-    if padded != head_dim:
+        out, softmax_lse, s_dmask, _ = _checks.call(_ops.OPS["fwd"], *args)
+    if out.shape[-1] != head_dim:
         out = out[..., :head_dim]
     return (out, softmax_lse, s_dmask) if return_attn_probs else out
 
@@ -179,60 +168,18 @@ def _varlen_attention(
     return_attn_probs: bool,
     block_table: torch.Tensor | None,
 ):
-    _checks.require_device(q)
-    window_left, window_right = _checks.window(window_size)
-    head_dim = q.shape[-1]
-    if softmax_scale is None:
-        softmax_scale = head_dim ** (-0.5)
+    q, k, v, head_dim, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
     return_softmax = bool(return_attn_probs) and dropout_p > 0
-    padded = _padded_head_dim(head_dim)
-    q, k, v = _to_head_dim(q, padded), _to_head_dim(k, padded), _to_head_dim(v, padded)
+    args = (
+        *(q, k, v, cu_seqlens_q, cu_seqlens_k, None, None, block_table, alibi_slopes, max_seqlen_q, max_seqlen_k),
+        *(dropout_p, softmax_scale, False, bool(causal), left, right, softcap, return_softmax, None),
+    )
     if _wants_grad(q, k, v):
-        q, k, v, cu_seqlens_q, cu_seqlens_k = _distinct(q, k, v, cu_seqlens_q, cu_seqlens_k)
-        out, softmax_lse, s_dmask = FlashAttnVarlenFunc.apply(
-            q,
-            k,
-            v,
-            cu_seqlens_q,
-            cu_seqlens_k,
-            block_table,
-            alibi_slopes,
-            max_seqlen_q,
-            max_seqlen_k,
-            dropout_p,
-            softmax_scale,
-            bool(causal),
-            window_left,
-            window_right,
-            softcap,
-            bool(deterministic),
-            return_softmax,
-        )
+        distinct = _distinct(q, k, v, cu_seqlens_q, cu_seqlens_k)
+        out, softmax_lse, s_dmask = FlashAttnVarlenFunc.apply(bool(deterministic), *distinct, *args[5:])
     else:
-        out, softmax_lse, s_dmask, _ = _checks.call(
-            _ops.OPS["varlen_fwd"],
-            q,
-            k,
-            v,
-            cu_seqlens_q,
-            cu_seqlens_k,
-            None,
-            None,
-            block_table,
-            alibi_slopes,
-            max_seqlen_q,
-            max_seqlen_k,
-            dropout_p,
-            softmax_scale,
-            False,
-            bool(causal),
-            window_left,
-            window_right,
-            softcap,
-            return_softmax,
-            None,
-        )
-    if padded != head_dim:
+        out, softmax_lse, s_dmask, _ = _checks.call(_ops.OPS["varlen_fwd"], *args)
+    if out.shape[-1] != head_dim:
         out = out[..., :head_dim]
     return (out, softmax_lse, s_dmask) if return_attn_probs else out
 
@@ -693,11 +640,7 @@ def flash_attn_with_kvcache(
         UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
         LibraryLoadError: the native library or its build info is broken.
     """
-    _checks.require_device(q)
-    window_left, window_right = _checks.window(window_size)
-    head_dim = q.shape[-1]
-    if softmax_scale is None:
-        softmax_scale = head_dim ** (-0.5)
+    q_op, k_op, v_op, head_dim, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
     if isinstance(cache_seqlens, int):
         length = _checks.cache_seqlens_length(cache_seqlens)
         cache_seqlens = torch.full((q.shape[0],), length, dtype=torch.int32, device=q.device)
@@ -705,11 +648,8 @@ def flash_attn_with_kvcache(
         rotary_cos = rotary_cos.contiguous()
     if rotary_sin is not None:
         rotary_sin = rotary_sin.contiguous()
-    padded = _padded_head_dim(head_dim)
+    padded = q_op.shape[-1]
     pad = padded != head_dim
-    q_op = _to_head_dim(q, padded)
-    k_op = None if k is None else _to_head_dim(k, padded)
-    v_op = None if v is None else _to_head_dim(v, padded)
     # Padding copies the caches (the appended rows are copied back below); without padding they
     # go to the operator as they are, which rejects a last dim it could only fill in a copy.
     k_cache_op = F.pad(k_cache, [0, padded - head_dim]) if pad else k_cache
@@ -729,8 +669,8 @@ def flash_attn_with_kvcache(
         alibi_slopes,
         softmax_scale,
         bool(causal),
-        window_left,
-        window_right,
+        left,
+        right,
         softcap,
         bool(rotary_interleaved),
         num_splits,
