@@ -27,10 +27,6 @@ from ._errors import InputError
 __all__ = ["FlashAttnFunc", "FlashAttnVarlenFunc"]
 
 
-def _last_dim_contiguous(t: torch.Tensor) -> torch.Tensor:
-    return t if t.stride(-1) == 1 else t.contiguous()
-
-
 class FlashAttnFunc(torch.autograd.Function):
     """Attention over padded batches: ``apply(deterministic, *fwd_args)``, fwd_args as ``fwd`` takes them."""
 
@@ -51,7 +47,7 @@ class FlashAttnFunc(torch.autograd.Function):
         q, k, v, out, softmax_lse, rng_state, alibi_slopes = ctx.saved_tensors
         dq, dk, dv, _ = _checks.call(
             _ops.OPS["bwd"],
-            _last_dim_contiguous(dout),
+            dout,
             q,
             k,
             v,
@@ -90,7 +86,7 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
         q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, rng_state, alibi_slopes = ctx.saved_tensors
         dq, dk, dv, _ = _checks.call(
             _ops.OPS["varlen_bwd"],
-            _last_dim_contiguous(dout),
+            dout,
             q,
             k,
             v,

@@ -13,7 +13,8 @@ in ``docs/operators.md``). This module holds:
   autograd layer call directly, every argument positional in schema order.
 
 Fakes allocate like the C++ operators: ``out``/``dq``/``dk``/``dv`` with ``torch.empty_like`` of
-q/k/v (same strides as upstream's ``empty_like``), everything else contiguous. Output shapes
+q/k/v (same strides as upstream's ``empty_like``; ``out`` of q as the operator sees it, which
+copies a q whose last dim is strided), everything else contiguous. Output shapes
 depend on arguments only, never on a dispatch decision of the C++ side: ``p`` is ``(0,)``
 unless ``return_softmax``, and ``rng_state`` is ``(2,)`` with dropout and ``(0,)`` without (the
 kernels write no Philox state then). ``tests/gpu/test_opcheck.py`` runs
@@ -56,6 +57,11 @@ def round_up(x: Any, multiple: int) -> Any:
     return (x + multiple - 1) // multiple * multiple
 
 
+def _unit_last_stride(t: Tensor) -> Tensor:
+    """``t`` as the operators use it: copied when its last dim is strided (with_unit_last_stride in checks.h)."""
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
 def _rng_state_like(q: Tensor, dropout_p: float) -> Tensor:
     """The Philox (seed, offset) a forward returns: (2,) int64 with dropout, (0,) without."""
     return torch.empty((2,) if dropout_p > 0 else (0,), dtype=torch.int64, device=q.device)
@@ -78,7 +84,7 @@ def fwd_fake(
     """Fake of ``fwd``: out (B, Sq, H, D), lse fp32 (B, H, Sq), p (B, H, Sq_r, Sk_r) or (0,); rng (2,) or (0,)."""
     batch, seqlen_q, heads, _ = q.shape
     seqlen_k = k.shape[1]
-    out = torch.empty_like(q)
+    out = torch.empty_like(_unit_last_stride(q))
     lse = torch.empty((batch, heads, seqlen_q), dtype=torch.float32, device=q.device)
     if return_softmax:
         p = torch.empty(
@@ -114,7 +120,7 @@ def varlen_fwd_fake(
     """Fake of ``varlen_fwd``: out (Tq, H, D), lse fp32 (H, Tq), p (B, H, Sq_r, Sk_r) or (0,); rng (2,) or (0,)."""
     total_q, heads, _ = q.shape
     batch = cu_seqlens_q.shape[0] - 1
-    out = torch.empty_like(q)
+    out = torch.empty_like(_unit_last_stride(q))
     lse = torch.empty((heads, total_q), dtype=torch.float32, device=q.device)
     if return_softmax:
         p = torch.empty(
@@ -200,7 +206,7 @@ def fwd_kvcache_fake(
 ) -> tuple[Tensor, Tensor]:
     """Fake of ``fwd_kvcache``: out (B, Sq, H, D), softmax_lse fp32 (B, H, Sq). The caches are mutated in place."""
     batch, seqlen_q, heads, _ = q.shape
-    out = torch.empty_like(q)
+    out = torch.empty_like(_unit_last_stride(q))
     lse = torch.empty((batch, heads, seqlen_q), dtype=torch.float32, device=q.device)
     return out, lse
 

@@ -84,40 +84,27 @@ def _distinct(*tensors):
     return result
 
 
-def _to_head_dim(x: torch.Tensor, head_dim: int) -> torch.Tensor:
-    """Zero-pad the last dim of ``x`` to ``head_dim``; otherwise make its last dim contiguous."""
-    if x.shape[-1] != head_dim:
-        return F.pad(x, [0, head_dim - x.shape[-1]])
-    return x if x.stride(-1) == 1 else x.contiguous()
-
-
-def _padded_head_dim(head_dim: int) -> int:
-    """The head dim the operators get: a multiple of 8 (zero padding, exact) up to 256.
-
-    A head dim above 256 is passed unchanged, so the operator's message names the caller's size.
-    """
-    if head_dim % 8 == 0 or head_dim > 256:
-        return head_dim
-    return head_dim + 8 - head_dim % 8
-
-
 def _prepare(q, k, v, softmax_scale, window_size):
     """What every entry point does before its operator: admit q's device (once per device), read
-    ``window_size``, default the scale to ``1 / sqrt(D)`` of the caller's D, and pad q, k, v to
-    the head dim the operators take (a copy only when D is not a multiple of 8).
+    ``window_size``, default the scale to ``1 / sqrt(D)`` of the caller's D, and zero-pad q, k, v
+    to a head dim that is a multiple of 8 (exact; a copy only when D is not). A head dim above
+    256 is passed unchanged, so the operator's message names the caller's size. Strides are the
+    operators' business (they copy a strided last dim themselves).
 
-    Returns ``(q, k, v, D, softmax_scale, (left, right))``; k and v may be None (KV cache).
+    Returns ``(q, k, v, D, padded, softmax_scale, (left, right))``; k and v may be None (KV cache).
     """
     _checks.require_device(q)
     window = _checks.window(window_size)
     head_dim = q.shape[-1]
     if softmax_scale is None:
         softmax_scale = head_dim ** (-0.5)
-    padded = _padded_head_dim(head_dim)
-    q = _to_head_dim(q, padded)
-    k = None if k is None else _to_head_dim(k, padded)
-    v = None if v is None else _to_head_dim(v, padded)
-    return q, k, v, head_dim, softmax_scale, window
+    padded = head_dim % 8 != 0 and head_dim < 256
+    if padded:
+        pad = [0, 8 - head_dim % 8]
+        q = F.pad(q, pad)
+        k = None if k is None else F.pad(k, pad)
+        v = None if v is None else F.pad(v, pad)
+    return q, k, v, head_dim, padded, softmax_scale, window
 
 
 def _wants_grad(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
@@ -138,14 +125,17 @@ def _attention(
     deterministic: bool,
     return_attn_probs: bool,
 ):
-    q, k, v, head_dim, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
+    q, k, v, head_dim, padded, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
     return_softmax = bool(return_attn_probs) and dropout_p > 0
     args = (q, k, v, alibi_slopes, dropout_p, softmax_scale, bool(causal), left, right, softcap, return_softmax, None)
     if _wants_grad(q, k, v):
         out, softmax_lse, s_dmask = FlashAttnFunc.apply(bool(deterministic), *_distinct(q, k, v), *args[3:])
     else:
-        out, softmax_lse, s_dmask, _ = _checks.call(_ops.OPS["fwd"], *args)
-    if out.shape[-1] != head_dim:
+        try:  # inline rather than _checks.call: this is the per-call path of inference
+            out, softmax_lse, s_dmask, _ = _ops.OPS["fwd"](*args)
+        except RuntimeError as error:
+            raise _checks.translate(error) from None
+    if padded:
         out = out[..., :head_dim]
     return (out, softmax_lse, s_dmask) if return_attn_probs else out
 
@@ -168,7 +158,7 @@ def _varlen_attention(
     return_attn_probs: bool,
     block_table: torch.Tensor | None,
 ):
-    q, k, v, head_dim, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
+    q, k, v, head_dim, padded, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
     return_softmax = bool(return_attn_probs) and dropout_p > 0
     args = (
         *(q, k, v, cu_seqlens_q, cu_seqlens_k, None, None, block_table, alibi_slopes, max_seqlen_q, max_seqlen_k),
@@ -178,8 +168,11 @@ def _varlen_attention(
         distinct = _distinct(q, k, v, cu_seqlens_q, cu_seqlens_k)
         out, softmax_lse, s_dmask = FlashAttnVarlenFunc.apply(bool(deterministic), *distinct, *args[5:])
     else:
-        out, softmax_lse, s_dmask, _ = _checks.call(_ops.OPS["varlen_fwd"], *args)
-    if out.shape[-1] != head_dim:
+        try:
+            out, softmax_lse, s_dmask, _ = _ops.OPS["varlen_fwd"](*args)
+        except RuntimeError as error:
+            raise _checks.translate(error) from None
+    if padded:
         out = out[..., :head_dim]
     return (out, softmax_lse, s_dmask) if return_attn_probs else out
 
@@ -640,7 +633,7 @@ def flash_attn_with_kvcache(
         UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
         LibraryLoadError: the native library or its build info is broken.
     """
-    q_op, k_op, v_op, head_dim, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
+    q_op, k_op, v_op, head_dim, pad, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
     if isinstance(cache_seqlens, int):
         length = _checks.cache_seqlens_length(cache_seqlens)
         cache_seqlens = torch.full((q.shape[0],), length, dtype=torch.int32, device=q.device)
@@ -648,12 +641,10 @@ def flash_attn_with_kvcache(
         rotary_cos = rotary_cos.contiguous()
     if rotary_sin is not None:
         rotary_sin = rotary_sin.contiguous()
-    padded = q_op.shape[-1]
-    pad = padded != head_dim
     # Padding copies the caches (the appended rows are copied back below); without padding they
     # go to the operator as they are, which rejects a last dim it could only fill in a copy.
-    k_cache_op = F.pad(k_cache, [0, padded - head_dim]) if pad else k_cache
-    v_cache_op = F.pad(v_cache, [0, padded - head_dim]) if pad else v_cache
+    k_cache_op = F.pad(k_cache, [0, q_op.shape[-1] - head_dim]) if pad else k_cache
+    v_cache_op = F.pad(v_cache, [0, q_op.shape[-1] - head_dim]) if pad else v_cache
     args = (
         q_op,
         k_cache_op,
@@ -679,7 +670,10 @@ def flash_attn_with_kvcache(
         with torch.no_grad():
             out, softmax_lse = _checks.call(_ops.OPS["fwd_kvcache"], *args)
     else:
-        out, softmax_lse = _checks.call(_ops.OPS["fwd_kvcache"], *args)
+        try:  # inline rather than _checks.call: decode calls this once per token
+            out, softmax_lse = _ops.OPS["fwd_kvcache"](*args)
+        except RuntimeError as error:
+            raise _checks.translate(error) from None
     if pad:
         out = out[..., :head_dim]
         if k is not None:

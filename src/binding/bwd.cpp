@@ -103,12 +103,13 @@ void set_common_bwd(BwdParams& params, const ArgChecker& chk, const c10::Device&
 // ---------------------------------------------------------------------------------------------
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
-    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& dout_arg, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor& out, const at::Tensor& softmax_lse,
     const std::optional<at::Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
     bool is_causal, int64_t window_size_left, int64_t window_size_right, double softcap,
     bool deterministic, const at::Tensor& rng_state) {
   const ArgChecker chk("flash_attn::bwd");
+  const at::Tensor dout = with_unit_last_stride(dout_arg);  // autograd may hand a strided one
 
   // -- validate ---------------------------------------------------------------------------------
   chk.query(q);
@@ -177,13 +178,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
 // ---------------------------------------------------------------------------------------------
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
-    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& dout_arg, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor& out, const at::Tensor& softmax_lse, const at::Tensor& cu_seqlens_q,
     const at::Tensor& cu_seqlens_k, const std::optional<at::Tensor>& alibi_slopes,
     int64_t max_seqlen_q, int64_t max_seqlen_k, double dropout_p, double softmax_scale,
     bool zero_tensors, bool is_causal, int64_t window_size_left, int64_t window_size_right,
     double softcap, bool deterministic, const at::Tensor& rng_state) {
   const ArgChecker chk("flash_attn::varlen_bwd");
+  const at::Tensor dout = with_unit_last_stride(dout_arg);
 
   // -- validate ---------------------------------------------------------------------------------
   chk.query(q);

@@ -26,6 +26,14 @@
 
 namespace flash_attn_wheels::binding {
 
+// The kernels read the head dim with unit stride.  A q/k/v/dout whose last dim is strided is
+// copied here (in C++ the stride test costs nothing, in Python it is a call per tensor per
+// call); an undefined or 0-d tensor is returned as it is, for the checks to report.  Caches
+// that are updated in place are never copied: fwd_kvcache rejects a strided one.
+inline at::Tensor with_unit_last_stride(const at::Tensor& t) {
+  return t.defined() && t.dim() >= 1 && t.stride(-1) != 1 ? t.contiguous() : t;
+}
+
 // The Python spelling of a dtype ("torch.float32"), so that messages name what users type.
 inline const char* torch_dtype_name(at::ScalarType st) {
   switch (st) {

@@ -49,11 +49,14 @@ at::Tensor returned_rng_state(const at::Tensor& used, double dropout_p, bool lau
 // ---------------------------------------------------------------------------------------------
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& q_arg, const at::Tensor& k_arg, const at::Tensor& v_arg,
     const std::optional<at::Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
     bool is_causal, int64_t window_size_left, int64_t window_size_right, double softcap,
     bool return_softmax, const std::optional<at::Tensor>& rng_state) {
   const ArgChecker chk("flash_attn::fwd");
+  const at::Tensor q = with_unit_last_stride(q_arg);
+  const at::Tensor k = with_unit_last_stride(k_arg);
+  const at::Tensor v = with_unit_last_stride(v_arg);
 
   // -- validate ---------------------------------------------------------------------------------
   chk.query(q);
@@ -128,7 +131,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
 // ---------------------------------------------------------------------------------------------
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& q_arg, const at::Tensor& k_arg, const at::Tensor& v_arg,
     const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k,
     const std::optional<at::Tensor>& seqused_k, const std::optional<at::Tensor>& leftpad_k,
     const std::optional<at::Tensor>& block_table, const std::optional<at::Tensor>& alibi_slopes,
@@ -136,6 +139,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
     bool zero_tensors, bool is_causal, int64_t window_size_left, int64_t window_size_right,
     double softcap, bool return_softmax, const std::optional<at::Tensor>& rng_state) {
   const ArgChecker chk("flash_attn::varlen_fwd");
+  const at::Tensor q = with_unit_last_stride(q_arg);
+  const at::Tensor k = with_unit_last_stride(k_arg);
+  const at::Tensor v = with_unit_last_stride(v_arg);
   const bool paged = block_table.has_value();
 
   // -- validate ---------------------------------------------------------------------------------

@@ -40,8 +40,8 @@ int check_rotary(const at::Tensor& cos, const at::Tensor& sin, const at::Tensor&
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
-    const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
-    const std::optional<at::Tensor>& k, const std::optional<at::Tensor>& v,
+    const at::Tensor& q_arg, const at::Tensor& k_cache, const at::Tensor& v_cache,
+    const std::optional<at::Tensor>& k_arg, const std::optional<at::Tensor>& v_arg,
     const std::optional<at::Tensor>& cache_seqlens, const std::optional<at::Tensor>& rotary_cos,
     const std::optional<at::Tensor>& rotary_sin, const std::optional<at::Tensor>& cache_batch_idx,
     const std::optional<at::Tensor>& cache_leftpad, const std::optional<at::Tensor>& block_table,
@@ -49,6 +49,11 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
     int64_t window_size_left, int64_t window_size_right, double softcap, bool rotary_interleaved,
     int64_t num_splits) {
   const ArgChecker chk("flash_attn::fwd_kvcache");
+  const at::Tensor q = with_unit_last_stride(q_arg);
+  const std::optional<at::Tensor> k =
+      k_arg.has_value() ? std::optional<at::Tensor>(with_unit_last_stride(*k_arg)) : std::nullopt;
+  const std::optional<at::Tensor> v =
+      v_arg.has_value() ? std::optional<at::Tensor>(with_unit_last_stride(*v_arg)) : std::nullopt;
   const bool paged = block_table.has_value();
   const bool appending = k.has_value() || v.has_value();
 
