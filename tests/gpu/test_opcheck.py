@@ -9,19 +9,24 @@ dims 64 and 128 in fp16 and bf16, which the ``dev`` kernel set holds; a set whos
 build lacks (the operator raises ``flash_attn was built without ...``) is skipped, not failed.
 
 Run: ``python3 -m pytest tests/gpu/test_opcheck.py -v`` (with the wheel installed, or a built
-checkout). The CPU counterpart on the emulated operators is tests/unit/runtime/test_fakes.py.
+checkout), or without pytest (the device image may lack it) ``python3 tests/gpu/test_opcheck.py``,
+which runs the same cases and prints one PASS / SKIP / FAIL line each (exit status 1 on a FAIL).
+The CPU counterpart on the emulated operators is tests/unit/runtime/test_fakes.py.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+import traceback
 from pathlib import Path
 
-import pytest
 import torch
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+try:
+    import pytest
+except ImportError:  # python3 tests/gpu/test_opcheck.py runs without it
+    pytest = None
 
 if importlib.util.find_spec("flash_attn") is None:
     # not installed: test the source checkout (its loader says whether a library was built)
@@ -30,14 +35,18 @@ if importlib.util.find_spec("flash_attn") is None:
 F16, BF16 = torch.float16, torch.bfloat16
 
 
-@pytest.fixture(scope="module")
-def ops():
+class NotBuilt(Exception):
+    """The build lacks what a case needs (a kernel unit, or the library itself)."""
+
+
+def load_ops():
+    """``torch.ops.flash_attn`` once the library is loaded and runs on this GPU."""
     import flash_attn
 
     try:
         flash_attn._loader.require_ready(torch.cuda.current_device())
     except flash_attn.LibraryNotBuiltError as exc:
-        pytest.skip(f"flash_attn not built: {exc}")
+        raise NotBuilt(f"flash_attn not built: {exc}") from None
     return torch.ops.flash_attn
 
 
@@ -55,7 +64,7 @@ def _run_or_skip(op, args):
         return op(*args)
     except RuntimeError as exc:
         if "was built without" in str(exc):
-            pytest.skip(str(exc).split(";")[0])
+            raise NotBuilt(str(exc).split(";")[0]) from None
         raise
 
 
@@ -81,14 +90,11 @@ def _fwd_args(dtype, b, sq, sk, h, hk, d, dropout_p, causal, window, alibi, retu
     return (q, k, v, slopes, dropout_p, d**-0.5, causal, window[0], window[1], 0.0, return_softmax, None)
 
 
-@pytest.mark.parametrize("case", FWD_CASES, ids=[c[0] for c in FWD_CASES])
-def test_fwd(ops, case):
+def check_fwd(ops, case):
     _opcheck(ops.fwd.default, _fwd_args(*case[1:]))
 
 
-@pytest.mark.parametrize("deterministic", [False, True])
-@pytest.mark.parametrize("case", FWD_CASES[:4], ids=[c[0] for c in FWD_CASES[:4]])
-def test_bwd(ops, case, deterministic):
+def check_bwd(ops, case, deterministic):
     args = _fwd_args(*case[1:-1], False)
     q, k, v, slopes, dropout_p, scale, causal, left, right, softcap, _, _ = args
     out, lse, _, rng = _run_or_skip(ops.fwd.default, args)
@@ -140,13 +146,11 @@ def _varlen_args(dtype, lengths_q, lengths_k, h, hk, d, dropout_p, causal, paged
     )
 
 
-@pytest.mark.parametrize("case", VARLEN_CASES, ids=[c[0] for c in VARLEN_CASES])
-def test_varlen_fwd(ops, case):
+def check_varlen_fwd(ops, case):
     _opcheck(ops.varlen_fwd.default, _varlen_args(*case[1:]))
 
 
-@pytest.mark.parametrize("case", VARLEN_CASES[:3], ids=[c[0] for c in VARLEN_CASES[:3]])
-def test_varlen_bwd(ops, case):
+def check_varlen_bwd(ops, case):
     args = _varlen_args(*case[1:])
     q, k, v, cu_q, cu_k = args[:5]
     max_q, max_k, dropout_p, scale, zero, causal, left, right, softcap = args[9:18]
@@ -166,8 +170,7 @@ KVCACHE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", KVCACHE_CASES, ids=[c[0] for c in KVCACHE_CASES])
-def test_fwd_kvcache(ops, case):
+def check_fwd_kvcache(ops, case):
     _, dtype, b, sq, cache_len, h, hk, d, append, paged, num_splits, causal = case
     q = _randn(b, sq, h, d, dtype=dtype)
     block_table = None
@@ -183,3 +186,61 @@ def test_fwd_kvcache(ops, case):
     args = (q, k_cache, v_cache, *new, seqlens, None, None, None, None, block_table, None)
     args += (d**-0.5, causal, -1, -1, 0.0, True, num_splits)
     _opcheck(ops.fwd_kvcache.default, args)
+
+
+def all_checks() -> list[tuple[str, object, tuple]]:
+    """``(id, check, extra arguments)`` of every case, in the order they run."""
+    checks = [(f"fwd[{c[0]}]", check_fwd, (c,)) for c in FWD_CASES]
+    checks += [
+        (f"bwd[{c[0]}{'-deterministic' if d else ''}]", check_bwd, (c, d)) for c in FWD_CASES[:4] for d in (False, True)
+    ]
+    checks += [(f"varlen_fwd[{c[0]}]", check_varlen_fwd, (c,)) for c in VARLEN_CASES]
+    checks += [(f"varlen_bwd[{c[0]}]", check_varlen_bwd, (c,)) for c in VARLEN_CASES[:3]]
+    checks += [(f"fwd_kvcache[{c[0]}]", check_fwd_kvcache, (c,)) for c in KVCACHE_CASES]
+    return checks
+
+
+if pytest is not None:
+    pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+    @pytest.fixture(scope="module")
+    def ops():
+        try:
+            return load_ops()
+        except NotBuilt as exc:
+            pytest.skip(str(exc))
+
+    @pytest.mark.parametrize(("name", "check", "extra"), all_checks(), ids=[c[0] for c in all_checks()])
+    def test_opcheck(ops, name, check, extra):
+        try:
+            check(ops, *extra)
+        except NotBuilt as exc:
+            pytest.skip(str(exc))
+
+
+def main() -> int:
+    if not torch.cuda.is_available():
+        print("SKIP: needs a CUDA device")
+        return 0
+    try:
+        ops = load_ops()
+    except NotBuilt as exc:
+        print(f"SKIP: {exc}")
+        return 0
+    failed = 0
+    for name, check, extra in all_checks():
+        try:
+            check(ops, *extra)
+            print(f"PASS {name}", flush=True)
+        except NotBuilt as exc:
+            print(f"SKIP {name}: {exc}", flush=True)
+        except Exception as exc:
+            failed += 1
+            print(f"FAIL {name}: {type(exc).__name__}: {str(exc)[:2000]}", flush=True)
+            traceback.print_exc()
+    print(f"opcheck: {len(all_checks())} cases, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
