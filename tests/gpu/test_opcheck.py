@@ -68,9 +68,18 @@ def _run_or_skip(op, args):
         raise
 
 
-def _opcheck(op, args):
+# The non-deterministic backward accumulates dq with fp32 atomics in whatever order the blocks
+# run, so two runs may differ in dq's last bits: compared with this tolerance instead of
+# assert_close's fp16/bf16 defaults (1e-3 / 1.6e-2 relative, about one unit in the last place).
+ATOMIC_DQ_TOLERANCE = 2e-2
+
+
+def _opcheck(op, args, tolerance=None):
     _run_or_skip(op, args)
-    torch.library.opcheck(op, args)
+    if tolerance is None:
+        torch.library.opcheck(op, args)
+    else:
+        torch.library.opcheck(op, args, atol=tolerance, rtol=tolerance)
 
 
 # (id, dtype, B, Sq, Sk, H, Hk, D, dropout_p, causal, window, alibi, return_softmax)
@@ -100,7 +109,7 @@ def check_bwd(ops, case, deterministic):
     out, lse, _, rng = _run_or_skip(ops.fwd.default, args)
     dout = torch.randn_like(out)
     bwd_args = (dout, q, k, v, out, lse, slopes, dropout_p, scale, causal, left, right, softcap, deterministic, rng)
-    _opcheck(ops.bwd.default, bwd_args)
+    _opcheck(ops.bwd.default, bwd_args, None if deterministic else ATOMIC_DQ_TOLERANCE)
 
 
 # (id, dtype, lengths_q, lengths_k, H, Hk, D, dropout_p, causal, paged)
@@ -157,7 +166,7 @@ def check_varlen_bwd(ops, case):
     out, lse, _, rng = _run_or_skip(ops.varlen_fwd.default, args)
     dout = torch.randn_like(out)
     scalars = (max_q, max_k, dropout_p, scale, zero, causal, left, right, softcap, False, rng)
-    _opcheck(ops.varlen_bwd.default, (dout, q, k, v, out, lse, cu_q, cu_k, None, *scalars))
+    _opcheck(ops.varlen_bwd.default, (dout, q, k, v, out, lse, cu_q, cu_k, None, *scalars), ATOMIC_DQ_TOLERANCE)
 
 
 # (id, dtype, B, Sq, cache length, H, Hk, D, append, paged, num_splits, causal)
