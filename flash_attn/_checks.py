@@ -27,11 +27,15 @@ import torch
 
 from . import _build_info, _loader
 from ._errors import InputError, KernelNotBuiltError
+from ._tracing import constant_result
 
 __all__ = ["require_device", "reset", "window", "packed", "cache_seqlens_length", "translate", "call"]
 
 # Devices that passed require_device (torch.device objects). reset() empties it.
 _READY: set[torch.device] = set()
+
+# The device type the kernels run on (the CPU tests of the emulated library set "cpu").
+KERNEL_DEVICE_TYPE = "cuda"
 
 # The operators' own messages: ArgChecker's "flash_attn::<op>: ..." (src/binding/checks.h) and the
 # dispatcher's "flash_attn::<op>() Expected a value of type ..." (any flash_attn* namespace, so
@@ -45,15 +49,20 @@ def reset() -> None:
     _READY.clear()
 
 
-def _admit(device: torch.device) -> None:
-    if device.type != "cuda":
+@constant_result
+def _admit(device: torch.device) -> bool:
+    """The once-per-device check; ``torch.compile`` runs it while tracing (marked constant)."""
+    if device.type != KERNEL_DEVICE_TYPE:
         raise InputError(
             f"q is on device '{device}'; FlashAttention-2 kernels run on CUDA devices only: "
             "move the inputs with .cuda() or .to('cuda')"
         )
-    index = torch.cuda.current_device() if device.index is None else device.index
+    index = device.index
+    if index is None:
+        index = torch.cuda.current_device() if device.type == "cuda" else -1
     _loader.require_ready(index)
     _READY.add(device)
+    return True
 
 
 def require_device(q: Any) -> None:
@@ -67,7 +76,9 @@ def require_device(q: Any) -> None:
     if not isinstance(q, torch.Tensor):
         raise InputError(f"q must be a torch.Tensor, got {type(q).__name__}")
     device = q.device
-    if device not in _READY:
+    if torch.compiler.is_compiling():
+        _admit(device)  # at trace time only (marked constant): compiled graphs carry no check
+    elif device not in _READY:
         _admit(device)
 
 

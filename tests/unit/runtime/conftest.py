@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import mock_ops  # noqa: E402
 
-from flash_attn import _build_info, _checks, _loader, _ops  # noqa: E402
+from flash_attn import _build_info, _checks, _compat, _loader, _ops  # noqa: E402
 
 # head dim 256 is left out on purpose: the tests check the "not built" error with it
 DEV_HEAD_DIMS = (32, 64, 96, 128, 192)
@@ -75,8 +75,9 @@ def blackwell_info() -> dict:
 def emulated(monkeypatch):
     """The public API running on CPU: mock operators with docs/operators.md schemas, fakes registered.
 
-    The loader state says "ready" with LEGACY_INFO (head dims 32..192) and the CPU device counts as
-    admitted by ``_checks.require_device`` (its once-per-device check is skipped for it).
+    The loader state says "ready" with LEGACY_INFO (head dims 32..192), the CPU is the kernels'
+    device type for ``_checks.require_device`` and device -1 (CPU tensors) has a positive
+    capability verdict, so the once-per-device admission runs as it does on a GPU.
     """
     namespace = mock_ops.define()
     info = _build_info.parse(make_info())
@@ -86,8 +87,9 @@ def emulated(monkeypatch):
     monkeypatch.setattr(state, "error", None)
     monkeypatch.setattr(state, "build_info", info)
     monkeypatch.setattr(state, "kernels", _build_info.kernel_set(info))
+    monkeypatch.setitem(_loader._DEVICE_VERDICTS, -1, _compat.DeviceVerdict(True, "sass", "sm_90", "emulated"))
+    monkeypatch.setattr(_checks, "KERNEL_DEVICE_TYPE", "cpu")
     _checks.reset()
-    _checks._READY.add(torch.device("cpu"))
     mock_ops.CALLS.clear()
     torch._dynamo.reset()
     yield info

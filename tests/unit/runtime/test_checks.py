@@ -72,7 +72,7 @@ REJECTED = [
         "take torch.float16 or torch.bfloat16 only (fp32 is not supported): cast",
     ),
     ("mixed-dtypes", "fwd.cpp", 'chk.like_query(v, "v", q);', "checks.h", "; q, k and v must share one dtype"),
-    ("strided-out", "bwd.cpp", 'chk.like_query(out, "out", q);', "checks.h", " must be contiguous in its last dimension"),
+    ("strided-out", "bwd.cpp", 'chk.like_query(out, "out", q);', "checks.h", " must be contiguous in its last dim"),
     ("q-not-4d", "fwd.cpp", 'chk.rank(q, "q", 4, "(B, Sq, H, D)");', "checks.h", "-D tensor "),
     ("k-v-shapes", "fwd.cpp", 'chk.shape(v, "v", "(B, Sk, Hk, D)", {B, Sk, Hk, D});', "checks.h", " must have shape "),
     (
@@ -345,11 +345,18 @@ def test_input_errors_are_runtime_and_value_errors():
 
 def test_a_device_is_admitted_once(emulated, monkeypatch):
     seen = []
-    monkeypatch.setattr(_checks, "_admit", lambda device: seen.append(device) or _checks._READY.add(device))
-    _checks.reset()
+    monkeypatch.setattr(_loader, "require_ready", lambda index: seen.append(index) or True)
     for _ in range(3):
         flash_attn.flash_attn_func(*qkv())
-    assert seen == [torch.device("cpu")]
+    assert seen == [-1] and _checks._READY == {torch.device("cpu")}
+
+
+def test_compile_admits_the_device_while_tracing(emulated):
+    assert not _checks._READY
+    compiled = torch.compile(flash_attn.flash_attn_func, fullgraph=True, backend="aot_eager")
+    q, k, v = qkv()
+    torch.testing.assert_close(compiled(q, k, v), flash_attn.flash_attn_func(q, k, v))
+    assert _checks._READY == {torch.device("cpu")}
 
 
 # --- what Python owns: the Python-only argument forms -----------------------------------------------
