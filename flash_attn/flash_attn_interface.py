@@ -64,11 +64,6 @@ __all__ = [
 ]
 
 
-def _device_index(t: torch.Tensor) -> int:
-    index = t.device.index
-    return -1 if index is None else index
-
-
 def _distinct(*tensors):
     """Replace repeated tensor objects by views of them.
 
