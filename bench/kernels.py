@@ -23,6 +23,11 @@ Conventions (also written into the result files):
 - a shape the build's kernel set lacks is ``not built`` (KernelNotBuiltError), a shape an SDPA
   backend refuses is ``unsupported``.
 
+With ``--host-overhead`` the run also times, per call, ``flash_attn_func``,
+``flash_attn_varlen_func`` and ``flash_attn_with_kvcache`` (decode, with and without appending)
+beside their raw operators and SDPA on host-bound shapes (bench/host_overhead.py), into the
+``host_overhead`` rows of kernels.json and a "Host overhead per call" table in kernels.md.
+
 Each build runs in its own worker process (``--worker``; two builds register the same torch op
 namespace); the SDPA baselines run in the first build's worker, interleaved per shape. Writes
 DIR/kernels.json and DIR/kernels.md. About 2.5-3.5 minutes on an H200 for one build.
@@ -44,6 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_common as bc  # noqa: E402
+import host_overhead  # noqa: E402
 import machine  # noqa: E402
 
 FWD_BWD_FLOP_FACTOR = 2.5  # forward+backward FLOPs = this x forward FLOPs (the convention)
@@ -321,6 +327,25 @@ def _worker(args: argparse.Namespace) -> int:
                     case["max_abs_diff_vs_sdpa"] = round(diff, 5) if math.isfinite(diff) else "non-finite"
         return cases
 
+    if args.host_overhead:
+        result["host_overhead"] = host_overhead.run(
+            torch,
+            args.device,
+            args.label,
+            flash_attn,
+            args.with_baselines,
+            args.shapes == "tiny",
+            args.host_calls,
+            args.host_repeats,
+            sync,
+            classify_error,
+            args.seed,
+        )
+        save()
+        for r in result["host_overhead"]:
+            value = r["us"]["median"] if r.get("us") else r["status"]
+            print(f"[{args.label}] host {r['case']} {r['function']} {r['impl']}: {value}", file=sys.stderr)
+
     for index, shape in enumerate(shapes):
         cases = run_shape(index, shape)
         result["cases"].extend(cases)
@@ -364,6 +389,8 @@ def _worker_command(
         "--device",
         args.device,
     ]
+    if args.host_overhead:
+        cmd += ["--host-overhead", "--host-calls", str(args.host_calls), "--host-repeats", str(args.host_repeats)]
     if target.kind == "library":
         cmd += ["--lib", str(target.library)]
     if with_baselines:
@@ -502,6 +529,9 @@ def render_markdown(record: dict) -> str:
     for w in record["workers"]:
         if w.get("error") or w.get("returncode"):
             parts.append(f"\n**worker `{w['label']}` failed** (exit {w.get('returncode')}): {w.get('error')}\n")
+    conv_host = record["conventions"].get("host_overhead")
+    if record.get("host_overhead") and conv_host:
+        parts.append(host_overhead.render(record["host_overhead"], conv_host["calls"], conv_host["repeats"]))
     parts.append(f"\nTotal run time {record['wall_s']:.0f} s.\n")
     return "".join(parts)
 
@@ -542,6 +572,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help=f"fwd_bwd FLOPs = this x forward FLOPs (default {FWD_BWD_FLOP_FACTOR}; upstream uses "
         f"{UPSTREAM_FWD_BWD_FLOP_FACTOR})",
     )
+    p.add_argument(
+        "--host-overhead",
+        action="store_true",
+        help="also time the per-call host overhead of the public functions (bench/host_overhead.py)",
+    )
+    p.add_argument("--host-calls", type=int, default=300, help="back-to-back calls per repeat (default 300)")
+    p.add_argument("--host-repeats", type=int, default=5, help="repeats of the host-overhead timing (default 5)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help=argparse.SUPPRESS)  # cpu: tests only
     p.add_argument("--worker-timeout-s", type=float, default=1200)
@@ -557,6 +594,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--min-iters must be at least {MIN_TIMED_CALLS}")
     if not args.worker and args.out is None:
         p.error("--out is required")
+    if args.host_calls < 1 or args.host_repeats < 1:
+        p.error("--host-calls and --host-repeats must be at least 1")
     if args.no_baselines and args.baselines_only:
         p.error("--no-baselines and --baselines-only exclude each other")
     return args
@@ -647,12 +686,14 @@ def main(argv: list[str] | None = None) -> int:
             "inputs": "fresh torch.randn per shape (seed + shape index), shared by all implementations",
             "sdpa_layout": "(B, H, S, D) transposed views of the (B, S, H, D) tensors",
             "shape_set": args.shapes,
+            "host_overhead": {"calls": args.host_calls, "repeats": args.host_repeats} if args.host_overhead else None,
         },
         "implementations": {"flash_attn": merged["ours"], "baselines": merged["baselines"]},
         "builds": [{k: w.get(k) for k in ("label", "source", "kind", "flash_attn")} for w in workers],
         "workers": [{k: w.get(k) for k in ("label", "returncode", "error", "wall_s", "device")} for w in workers],
         "results": results,
         "geomean_ratios": geo,
+        "host_overhead": host_overhead.rows(workers),
         "wall_s": round(time.perf_counter() - started, 1),
     }
     json_path, md_path = bc.write_results(out, "kernels", record, render_markdown(record))

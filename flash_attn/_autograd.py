@@ -1,12 +1,18 @@
 """Autograd for the attention operators.
 
-Two ``torch.autograd.Function`` classes, one per layout, take q/k/v already padded to a head dim
-that is a multiple of 8 (the public functions pad, unpack packed tensors and slice the output, so
+Two ``torch.autograd.Function`` classes, one per layout, take ``deterministic`` followed by the
+arguments of their forward operator in schema order (docs/operators.md), q/k/v already padded to
+a head dim that is a multiple of 8 (the public functions pad, unpack packed tensors and slice the output, so
 autograd carries those steps itself). ``torch.compile`` (Dynamo) traces these functions,
 forward and backward, into one graph: the operators have fake implementations
 (:mod:`flash_attn._ops`) and everything else here is plain tensor code.
 
 The LSE and probability outputs are marked non-differentiable; the backward ignores them.
+The public functions take this path only when a gradient is wanted (grad mode on and q, k or v
+requiring grad); otherwise they call the forward operator directly, which saves the
+``autograd.Function`` bookkeeping on every inference call. Neither path re-derives a dispatch
+decision: a kernel the set lacks is reported by the operator (through
+:func:`flash_attn._checks.call`), the backward one at ``.backward()``.
 """
 
 from __future__ import annotations
@@ -21,50 +27,17 @@ from ._errors import InputError
 __all__ = ["FlashAttnFunc", "FlashAttnVarlenFunc"]
 
 
-def _last_dim_contiguous(t: torch.Tensor) -> torch.Tensor:
-    return t if t.stride(-1) == 1 else t.contiguous()
-
-
 class FlashAttnFunc(torch.autograd.Function):
-    """Attention over padded batches: q (B, Sq, H, D), k/v (B, Sk, Hk, D), D a multiple of 8."""
+    """Attention over padded batches: ``apply(deterministic, *fwd_args)``, fwd_args as ``fwd`` takes them."""
 
     @staticmethod
-    def forward(
-        ctx: Any,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        alibi_slopes: torch.Tensor | None,
-        dropout_p: float,
-        softmax_scale: float,
-        causal: bool,
-        window_left: int,
-        window_right: int,
-        softcap: float,
-        deterministic: bool,
-        return_softmax: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        out, softmax_lse, p, rng_state = _ops.fwd(
-            q,
-            k,
-            v,
-            alibi_slopes,
-            dropout_p,
-            softmax_scale,
-            causal,
-            window_left,
-            window_right,
-            softcap,
-            return_softmax,
-            None,
-        )
+    def forward(ctx: Any, deterministic: bool, *args: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        out, softmax_lse, p, rng_state = _checks.call(_ops.OPS["fwd"], *args)
+        q, k, v, alibi_slopes = args[:4]
         ctx.save_for_backward(q, k, v, out, softmax_lse, rng_state, alibi_slopes)
-        ctx.dropout_p = dropout_p
-        ctx.softmax_scale = softmax_scale
-        ctx.causal = causal
-        ctx.window_left = window_left
-        ctx.window_right = window_right
-        ctx.softcap = softcap
+        # dropout_p, softmax_scale, is_causal, window_size_left, window_size_right, softcap: the
+        # same arguments, in the same order, in bwd's schema
+        ctx.options = args[4:10]
         ctx.deterministic = deterministic
         ctx.mark_non_differentiable(softmax_lse, p)
         return out, softmax_lse, p
@@ -72,92 +45,33 @@ class FlashAttnFunc(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, dout: torch.Tensor, *unused: Any) -> tuple[Any, ...]:
         q, k, v, out, softmax_lse, rng_state, alibi_slopes = ctx.saved_tensors
-        causal_kernel = _checks.kernel_causal(
-            ctx.causal,
-            ctx.window_left,
-            ctx.window_right,
-            q.shape[1],
-            k.shape[1],
-            alibi_slopes is not None,
-            backward=True,
-        )
-        _checks.require_kernels(_checks.bwd_kernel_keys(q.dtype, q.shape[-1], causal_kernel))
-        dq, dk, dv, _ = _ops.bwd(
-            _last_dim_contiguous(dout),
+        dq, dk, dv, _ = _checks.call(
+            _ops.OPS["bwd"],
+            dout,
             q,
             k,
             v,
             out,
             softmax_lse,
             alibi_slopes,
-            ctx.dropout_p,
-            ctx.softmax_scale,
-            ctx.causal,
-            ctx.window_left,
-            ctx.window_right,
-            ctx.softcap,
+            *ctx.options,
             ctx.deterministic,
             rng_state,
         )
-        return dq, dk, dv, None, None, None, None, None, None, None, None, None
+        return (None, dq, dk, dv) + (None,) * 9
 
 
 class FlashAttnVarlenFunc(torch.autograd.Function):
-    """Attention over packed variable-length batches: q (Tq, H, D), k/v (Tk, Hk, D) or paged."""
+    """Packed variable-length batches: ``apply(deterministic, *varlen_fwd_args)`` (k/v may be paged: forward only)."""
 
     @staticmethod
-    def forward(
-        ctx: Any,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        cu_seqlens_q: torch.Tensor,
-        cu_seqlens_k: torch.Tensor,
-        block_table: torch.Tensor | None,
-        alibi_slopes: torch.Tensor | None,
-        max_seqlen_q: int,
-        max_seqlen_k: int,
-        dropout_p: float,
-        softmax_scale: float,
-        causal: bool,
-        window_left: int,
-        window_right: int,
-        softcap: float,
-        deterministic: bool,
-        return_softmax: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        out, softmax_lse, p, rng_state = _ops.varlen_fwd(
-            q,
-            k,
-            v,
-            cu_seqlens_q,
-            cu_seqlens_k,
-            None,
-            None,
-            block_table,
-            alibi_slopes,
-            max_seqlen_q,
-            max_seqlen_k,
-            dropout_p,
-            softmax_scale,
-            False,
-            causal,
-            window_left,
-            window_right,
-            softcap,
-            return_softmax,
-            None,
-        )
+    def forward(ctx: Any, deterministic: bool, *args: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        out, softmax_lse, p, rng_state = _checks.call(_ops.OPS["varlen_fwd"], *args)
+        q, k, v, cu_seqlens_q, cu_seqlens_k, _, _, block_table, alibi_slopes = args[:9]
         ctx.save_for_backward(q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, rng_state, alibi_slopes)
         ctx.paged = block_table is not None
-        ctx.max_seqlen_q = max_seqlen_q
-        ctx.max_seqlen_k = max_seqlen_k
-        ctx.dropout_p = dropout_p
-        ctx.softmax_scale = softmax_scale
-        ctx.causal = causal
-        ctx.window_left = window_left
-        ctx.window_right = window_right
-        ctx.softcap = softcap
+        # max_seqlen_q .. softcap: the same arguments, in the same order, in varlen_bwd's schema
+        ctx.options = args[9:18]
         ctx.deterministic = deterministic
         ctx.mark_non_differentiable(softmax_lse, p)
         return out, softmax_lse, p
@@ -170,18 +84,9 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
                 "backward kernel; call flash_attn_varlen_func without block_table to train"
             )
         q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, rng_state, alibi_slopes = ctx.saved_tensors
-        causal_kernel = _checks.kernel_causal(
-            ctx.causal,
-            ctx.window_left,
-            ctx.window_right,
-            ctx.max_seqlen_q,
-            ctx.max_seqlen_k,
-            alibi_slopes is not None,
-            backward=True,
-        )
-        _checks.require_kernels(_checks.bwd_kernel_keys(q.dtype, q.shape[-1], causal_kernel))
-        dq, dk, dv, _ = _ops.varlen_bwd(
-            _last_dim_contiguous(dout),
+        dq, dk, dv, _ = _checks.call(
+            _ops.OPS["varlen_bwd"],
+            dout,
             q,
             k,
             v,
@@ -190,16 +95,8 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
             cu_seqlens_q,
             cu_seqlens_k,
             alibi_slopes,
-            ctx.max_seqlen_q,
-            ctx.max_seqlen_k,
-            ctx.dropout_p,
-            ctx.softmax_scale,
-            False,
-            ctx.causal,
-            ctx.window_left,
-            ctx.window_right,
-            ctx.softcap,
+            *ctx.options,
             ctx.deterministic,
             rng_state,
         )
-        return (dq, dk, dv) + (None,) * 14
+        return (None, dq, dk, dv) + (None,) * 17

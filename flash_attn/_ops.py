@@ -8,11 +8,17 @@ in ``docs/operators.md``). This module holds:
 * :func:`bind`, which the loader calls right after ``torch.ops.load_library``: it checks that
   every operator exists, registers the fakes with ``torch.library.register_fake`` (the operator
   must exist first, hence not at import) and remembers the operator handles;
-* thin call wrappers (:func:`fwd`, :func:`varlen_fwd`, ...) that pass every argument in schema
-  order, used by the autograd layer.
+* :data:`OPS`, the operator handles (``torch.ops.<namespace>.<name>.default``, the overload
+  itself, so a call skips the packet's overload resolution) that the public functions and the
+  autograd layer call directly, every argument positional in schema order.
 
 Fakes allocate like the C++ operators: ``out``/``dq``/``dk``/``dv`` with ``torch.empty_like`` of
-q/k/v (same strides as upstream's ``empty_like``), everything else contiguous.
+q/k/v (same strides as upstream's ``empty_like``; ``out`` of q as the operator sees it, which
+copies a q whose last dim is strided), everything else contiguous. Output shapes
+depend on arguments only, never on a dispatch decision of the C++ side: ``p`` is ``(0,)``
+unless ``return_softmax``, and ``rng_state`` is ``(2,)`` with dropout and ``(0,)`` without (the
+kernels write no Philox state then). ``tests/gpu/test_opcheck.py`` runs
+``torch.library.opcheck`` on every operator to hold the fakes to the real outputs.
 """
 
 from __future__ import annotations
@@ -36,11 +42,8 @@ __all__ = [
     "bwd_fake",
     "varlen_bwd_fake",
     "fwd_kvcache_fake",
-    "fwd",
-    "varlen_fwd",
-    "bwd",
-    "varlen_bwd",
-    "fwd_kvcache",
+    "OPS",
+    "build_info_json",
 ]
 
 Tensor = torch.Tensor
@@ -54,8 +57,14 @@ def round_up(x: Any, multiple: int) -> Any:
     return (x + multiple - 1) // multiple * multiple
 
 
-def _rng_state_like(q: Tensor) -> Tensor:
-    return torch.empty((2,), dtype=torch.int64, device=q.device)
+def _unit_last_stride(t: Tensor) -> Tensor:
+    """``t`` as the operators use it: copied when its last dim is strided (with_unit_last_stride in checks.h)."""
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _rng_state_like(q: Tensor, dropout_p: float) -> Tensor:
+    """The Philox (seed, offset) a forward returns: (2,) int64 with dropout, (0,) without."""
+    return torch.empty((2,) if dropout_p > 0 else (0,), dtype=torch.int64, device=q.device)
 
 
 def fwd_fake(
@@ -72,10 +81,10 @@ def fwd_fake(
     return_softmax: bool,
     rng_state: Tensor | None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Fake of ``fwd``: out (B, Sq, H, D), softmax_lse fp32 (B, H, Sq), p (B, H, Sq_r, Sk_r) or (0,), rng (2,)."""
+    """Fake of ``fwd``: out (B, Sq, H, D), lse fp32 (B, H, Sq), p (B, H, Sq_r, Sk_r) or (0,); rng (2,) or (0,)."""
     batch, seqlen_q, heads, _ = q.shape
     seqlen_k = k.shape[1]
-    out = torch.empty_like(q)
+    out = torch.empty_like(_unit_last_stride(q))
     lse = torch.empty((batch, heads, seqlen_q), dtype=torch.float32, device=q.device)
     if return_softmax:
         p = torch.empty(
@@ -83,7 +92,7 @@ def fwd_fake(
         )
     else:
         p = torch.empty((0,), dtype=q.dtype, device=q.device)
-    return out, lse, p, _rng_state_like(q)
+    return out, lse, p, _rng_state_like(q, dropout_p)
 
 
 def varlen_fwd_fake(
@@ -108,10 +117,10 @@ def varlen_fwd_fake(
     return_softmax: bool,
     rng_state: Tensor | None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Fake of ``varlen_fwd``: out (Tq, H, D), softmax_lse fp32 (H, Tq), p (B, H, Sq_r, Sk_r) or (0,), rng (2,)."""
+    """Fake of ``varlen_fwd``: out (Tq, H, D), lse fp32 (H, Tq), p (B, H, Sq_r, Sk_r) or (0,); rng (2,) or (0,)."""
     total_q, heads, _ = q.shape
     batch = cu_seqlens_q.shape[0] - 1
-    out = torch.empty_like(q)
+    out = torch.empty_like(_unit_last_stride(q))
     lse = torch.empty((heads, total_q), dtype=torch.float32, device=q.device)
     if return_softmax:
         p = torch.empty(
@@ -119,7 +128,7 @@ def varlen_fwd_fake(
         )
     else:
         p = torch.empty((0,), dtype=q.dtype, device=q.device)
-    return out, lse, p, _rng_state_like(q)
+    return out, lse, p, _rng_state_like(q, dropout_p)
 
 
 def bwd_fake(
@@ -197,7 +206,7 @@ def fwd_kvcache_fake(
 ) -> tuple[Tensor, Tensor]:
     """Fake of ``fwd_kvcache``: out (B, Sq, H, D), softmax_lse fp32 (B, H, Sq). The caches are mutated in place."""
     batch, seqlen_q, heads, _ = q.shape
-    out = torch.empty_like(q)
+    out = torch.empty_like(_unit_last_stride(q))
     lse = torch.empty((batch, heads, seqlen_q), dtype=torch.float32, device=q.device)
     return out, lse
 
@@ -210,8 +219,8 @@ FAKES: dict[str, Callable[..., Any]] = {
     "fwd_kvcache": fwd_kvcache_fake,
 }
 
-# Operator handles, filled by bind(); read by the call wrappers below.
-_OPS: dict[str, Any] = {}
+# Operator handles (OpOverload ``.default``), filled by bind().
+OPS: dict[str, Any] = {}
 
 
 class Binding:
@@ -223,7 +232,7 @@ class Binding:
 
     def close(self) -> None:
         """Remove the fake registrations and forget the operator handles (used by tests)."""
-        _OPS.clear()
+        OPS.clear()
         if self._library is not None:
             self._library._destroy()
             self._library = None
@@ -231,7 +240,7 @@ class Binding:
 
 def is_bound() -> bool:
     """True once :func:`bind` succeeded."""
-    return bool(_OPS)
+    return bool(OPS)
 
 
 def bind(namespace: str = "flash_attn") -> Binding:
@@ -245,7 +254,7 @@ def bind(namespace: str = "flash_attn") -> Binding:
     missing = []
     for name in OPERATORS:
         try:
-            handles[name] = getattr(ops_namespace, name)
+            handles[name] = getattr(ops_namespace, name).default
         except (AttributeError, RuntimeError):
             missing.append(f"{namespace}::{name}")
     if missing:
@@ -260,216 +269,11 @@ def bind(namespace: str = "flash_attn") -> Binding:
     except Exception:
         library._destroy()
         raise
-    _OPS.clear()
-    _OPS.update(handles)
+    OPS.clear()
+    OPS.update(handles)
     return Binding(namespace, library)
-
-
-# Call wrappers: every argument positional, in schema order (docs/operators.md).
-
-
-def fwd(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    alibi_slopes: Tensor | None,
-    dropout_p: float,
-    softmax_scale: float,
-    is_causal: bool,
-    window_size_left: int,
-    window_size_right: int,
-    softcap: float,
-    return_softmax: bool,
-    rng_state: Tensor | None,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _OPS["fwd"](
-        q,
-        k,
-        v,
-        alibi_slopes,
-        dropout_p,
-        softmax_scale,
-        is_causal,
-        window_size_left,
-        window_size_right,
-        softcap,
-        return_softmax,
-        rng_state,
-    )
-
-
-def varlen_fwd(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    cu_seqlens_q: Tensor,
-    cu_seqlens_k: Tensor,
-    seqused_k: Tensor | None,
-    leftpad_k: Tensor | None,
-    block_table: Tensor | None,
-    alibi_slopes: Tensor | None,
-    max_seqlen_q: int,
-    max_seqlen_k: int,
-    dropout_p: float,
-    softmax_scale: float,
-    zero_tensors: bool,
-    is_causal: bool,
-    window_size_left: int,
-    window_size_right: int,
-    softcap: float,
-    return_softmax: bool,
-    rng_state: Tensor | None,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _OPS["varlen_fwd"](
-        q,
-        k,
-        v,
-        cu_seqlens_q,
-        cu_seqlens_k,
-        seqused_k,
-        leftpad_k,
-        block_table,
-        alibi_slopes,
-        max_seqlen_q,
-        max_seqlen_k,
-        dropout_p,
-        softmax_scale,
-        zero_tensors,
-        is_causal,
-        window_size_left,
-        window_size_right,
-        softcap,
-        return_softmax,
-        rng_state,
-    )
-
-
-def bwd(
-    dout: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    out: Tensor,
-    softmax_lse: Tensor,
-    alibi_slopes: Tensor | None,
-    dropout_p: float,
-    softmax_scale: float,
-    is_causal: bool,
-    window_size_left: int,
-    window_size_right: int,
-    softcap: float,
-    deterministic: bool,
-    rng_state: Tensor,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _OPS["bwd"](
-        dout,
-        q,
-        k,
-        v,
-        out,
-        softmax_lse,
-        alibi_slopes,
-        dropout_p,
-        softmax_scale,
-        is_causal,
-        window_size_left,
-        window_size_right,
-        softcap,
-        deterministic,
-        rng_state,
-    )
-
-
-def varlen_bwd(
-    dout: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    out: Tensor,
-    softmax_lse: Tensor,
-    cu_seqlens_q: Tensor,
-    cu_seqlens_k: Tensor,
-    alibi_slopes: Tensor | None,
-    max_seqlen_q: int,
-    max_seqlen_k: int,
-    dropout_p: float,
-    softmax_scale: float,
-    zero_tensors: bool,
-    is_causal: bool,
-    window_size_left: int,
-    window_size_right: int,
-    softcap: float,
-    deterministic: bool,
-    rng_state: Tensor,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _OPS["varlen_bwd"](
-        dout,
-        q,
-        k,
-        v,
-        out,
-        softmax_lse,
-        cu_seqlens_q,
-        cu_seqlens_k,
-        alibi_slopes,
-        max_seqlen_q,
-        max_seqlen_k,
-        dropout_p,
-        softmax_scale,
-        zero_tensors,
-        is_causal,
-        window_size_left,
-        window_size_right,
-        softcap,
-        deterministic,
-        rng_state,
-    )
-
-
-def fwd_kvcache(
-    q: Tensor,
-    k_cache: Tensor,
-    v_cache: Tensor,
-    k: Tensor | None,
-    v: Tensor | None,
-    cache_seqlens: Tensor | None,
-    rotary_cos: Tensor | None,
-    rotary_sin: Tensor | None,
-    cache_batch_idx: Tensor | None,
-    cache_leftpad: Tensor | None,
-    block_table: Tensor | None,
-    alibi_slopes: Tensor | None,
-    softmax_scale: float,
-    is_causal: bool,
-    window_size_left: int,
-    window_size_right: int,
-    softcap: float,
-    rotary_interleaved: bool,
-    num_splits: int,
-) -> tuple[Tensor, Tensor]:
-    return _OPS["fwd_kvcache"](
-        q,
-        k_cache,
-        v_cache,
-        k,
-        v,
-        cache_seqlens,
-        rotary_cos,
-        rotary_sin,
-        cache_batch_idx,
-        cache_leftpad,
-        block_table,
-        alibi_slopes,
-        softmax_scale,
-        is_causal,
-        window_size_left,
-        window_size_right,
-        softcap,
-        rotary_interleaved,
-        num_splits,
-    )
 
 
 def build_info_json() -> str:
     """The build info JSON compiled into the loaded library (operator ``build_info``)."""
-    return _OPS["build_info"]()
+    return OPS["build_info"]()

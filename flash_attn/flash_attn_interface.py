@@ -26,13 +26,16 @@ Conventions shared by every function here:
   of query ``i`` and key ``j``.
 * The LSE (``softmax_lse``) is fp32, the natural-log log-sum-exp of each row of scaled scores.
 
-Errors (all subclass ``flash_attn.FlashAttnError``, a ``RuntimeError``), raised in Python before
-any kernel runs:
+Errors (all subclass ``flash_attn.FlashAttnError``, a ``RuntimeError``), raised before any
+kernel runs. The operators own the input checks (``src/binding/checks.h``); this module only
+gives their messages the API's error classes (``flash_attn._checks.call``) and checks, once per
+device, that the library is loaded and runs on that GPU:
 
 * ``InputError`` (also a ``ValueError``): an argument has the wrong device (CPU/meta), dtype
-  (fp32, mixed), shape, stride or value; the message names it and the expected shape.
-* ``KernelNotBuiltError``: the build's kernel set lacks the head dim/dtype/causal unit the call
-  needs (forward at the call, backward at ``.backward()``).
+  (fp32, mixed), shape, stride or value; the message names it and the expected shape. A value of
+  the wrong Python type for a scalar option gets the dispatcher's message (argument, type, value).
+* ``KernelNotBuiltError``: the build's kernel set lacks the head dim/dtype/causal unit the
+  operator dispatches to (forward at the call, backward at ``.backward()``).
 * ``LibraryNotBuiltError``: no native library (a source checkout): build with ``nox -s dev`` or
   ``pip install .``.
 * ``TorchMismatchError``: the running torch (release, CUDA major, C++ ABI) is not the one the
@@ -47,7 +50,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import _checks, _loader, _ops
+from . import _checks, _ops
 from ._autograd import FlashAttnFunc, FlashAttnVarlenFunc
 
 __all__ = [
@@ -59,11 +62,6 @@ __all__ = [
     "flash_attn_varlen_kvpacked_func",
     "flash_attn_with_kvcache",
 ]
-
-
-def _device_index(t: torch.Tensor) -> int:
-    index = t.device.index
-    return -1 if index is None else index
 
 
 def _distinct(*tensors):
@@ -81,11 +79,32 @@ def _distinct(*tensors):
     return result
 
 
-def _to_head_dim(x: torch.Tensor, head_dim: int) -> torch.Tensor:
-    """Zero-pad the last dim of ``x`` to ``head_dim``; otherwise make its last dim contiguous."""
-    if x.shape[-1] != head_dim:
-        return F.pad(x, [0, head_dim - x.shape[-1]])
-    return x if x.stride(-1) == 1 else x.contiguous()
+def _prepare(q, k, v, softmax_scale, window_size):
+    """What every entry point does before its operator: admit q's device (once per device), read
+    ``window_size``, default the scale to ``1 / sqrt(D)`` of the caller's D, and zero-pad q, k, v
+    to a head dim that is a multiple of 8 (exact; a copy only when D is not). A head dim above
+    256 is passed unchanged, so the operator's message names the caller's size. Strides are the
+    operators' business (they copy a strided last dim themselves).
+
+    Returns ``(q, k, v, D, padded, softmax_scale, (left, right))``; k and v may be None (KV cache).
+    """
+    _checks.require_device(q)
+    window = _checks.window(window_size)
+    head_dim = q.shape[-1]
+    if softmax_scale is None:
+        softmax_scale = head_dim ** (-0.5)
+    padded = head_dim % 8 != 0 and head_dim < 256
+    if padded:
+        pad = [0, 8 - head_dim % 8]
+        q = F.pad(q, pad)
+        k = None if k is None else F.pad(k, pad)
+        v = None if v is None else F.pad(v, pad)
+    return q, k, v, head_dim, padded, softmax_scale, window
+
+
+def _wants_grad(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether autograd must record the call (grad mode on and q, k or v requiring grad)."""
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
 
 def _attention(
@@ -101,35 +120,17 @@ def _attention(
     deterministic: bool,
     return_attn_probs: bool,
 ):
-    window_left, window_right = _checks.check_options(dropout_p, softmax_scale, window_size, softcap)
-    _checks.check_qkv(q, k, v)
-    batch, seqlen_q, heads, head_dim = q.shape
-    _checks.check_alibi(alibi_slopes, q, batch, heads)
-    _loader.require_ready(_device_index(q))
-    padded = _checks.padded_head_dim(head_dim)
-    causal_kernel = _checks.kernel_causal(
-        bool(causal), window_left, window_right, seqlen_q, k.shape[1], alibi_slopes is not None
-    )
-    split = "maybe" if dropout_p == 0 else "never"
-    _checks.require_kernels(_checks.fwd_kernel_keys(q.dtype, padded, causal_kernel, split))
-    if softmax_scale is None:
-        softmax_scale = _checks.default_scale(head_dim)
-    q, k, v = _distinct(*[_to_head_dim(x, padded) for x in (q, k, v)])
-    out, softmax_lse, s_dmask = FlashAttnFunc.apply(
-        q,
-        k,
-        v,
-        alibi_slopes,
-        dropout_p,
-        softmax_scale,
-        bool(causal),
-        window_left,
-        window_right,
-        softcap,
-        bool(deterministic),
-        bool(return_attn_probs) and dropout_p > 0,
-    )
-    if padded != head_dim:
+    q, k, v, head_dim, padded, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
+    return_softmax = bool(return_attn_probs) and dropout_p > 0
+    args = (q, k, v, alibi_slopes, dropout_p, softmax_scale, bool(causal), left, right, softcap, return_softmax, None)
+    if _wants_grad(q, k, v):
+        out, softmax_lse, s_dmask = FlashAttnFunc.apply(bool(deterministic), *_distinct(q, k, v), *args[3:])
+    else:
+        try:  # inline rather than _checks.call: this is the per-call path of inference
+            out, softmax_lse, s_dmask, _ = _ops.OPS["fwd"](*args)
+        except RuntimeError as error:
+            raise _checks.translate(error) from None
+    if padded:
         out = out[..., :head_dim]
     return (out, softmax_lse, s_dmask) if return_attn_probs else out
 
@@ -152,51 +153,21 @@ def _varlen_attention(
     return_attn_probs: bool,
     block_table: torch.Tensor | None,
 ):
-    window_left, window_right = _checks.check_options(dropout_p, softmax_scale, window_size, softcap)
-    batch = _checks.check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, block_table)
-    _, heads, head_dim = q.shape
-    heads_k = k.shape[-2]
-    _checks.check_alibi(alibi_slopes, q, batch, heads)
-    _loader.require_ready(_device_index(q))
-    padded = _checks.padded_head_dim(head_dim)
-    has_alibi = alibi_slopes is not None
-    causal_kernel = _checks.kernel_causal(
-        bool(causal), window_left, window_right, max_seqlen_q, max_seqlen_k, has_alibi
+    q, k, v, head_dim, padded, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
+    return_softmax = bool(return_attn_probs) and dropout_p > 0
+    args = (
+        *(q, k, v, cu_seqlens_q, cu_seqlens_k, None, None, block_table, alibi_slopes, max_seqlen_q, max_seqlen_k),
+        *(dropout_p, softmax_scale, False, bool(causal), left, right, softcap, return_softmax, None),
     )
-    if block_table is not None:
-        split = "always"
+    if _wants_grad(q, k, v):
+        distinct = _distinct(q, k, v, cu_seqlens_q, cu_seqlens_k)
+        out, softmax_lse, s_dmask = FlashAttnVarlenFunc.apply(bool(deterministic), *distinct, *args[5:])
     else:
-        # upstream splits KV only for single-query decoding with GQA ("seqlenq_ngroups_swapped")
-        causal_effective = bool(causal) and not (max_seqlen_q == 1 and not has_alibi)
-        right = 0 if causal_effective else window_right
-        decoding = max_seqlen_q == 1 and heads > heads_k and window_left < 0 and right < 0
-        split = "maybe" if decoding and dropout_p == 0 and not has_alibi else "never"
-    _checks.require_kernels(_checks.fwd_kernel_keys(q.dtype, padded, causal_kernel, split))
-    if softmax_scale is None:
-        softmax_scale = _checks.default_scale(head_dim)
-    q, k, v, cu_seqlens_q, cu_seqlens_k = _distinct(
-        *[_to_head_dim(x, padded) for x in (q, k, v)], cu_seqlens_q, cu_seqlens_k
-    )
-    out, softmax_lse, s_dmask = FlashAttnVarlenFunc.apply(
-        q,
-        k,
-        v,
-        cu_seqlens_q,
-        cu_seqlens_k,
-        block_table,
-        alibi_slopes,
-        max_seqlen_q,
-        max_seqlen_k,
-        dropout_p,
-        softmax_scale,
-        bool(causal),
-        window_left,
-        window_right,
-        softcap,
-        bool(deterministic),
-        bool(return_attn_probs) and dropout_p > 0,
-    )
-    if padded != head_dim:
+        try:
+            out, softmax_lse, s_dmask, _ = _ops.OPS["varlen_fwd"](*args)
+        except RuntimeError as error:
+            raise _checks.translate(error) from None
+    if padded:
         out = out[..., :head_dim]
     return (out, softmax_lse, s_dmask) if return_attn_probs else out
 
@@ -243,7 +214,7 @@ def flash_attn_qkvpacked_func(
         UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
         LibraryLoadError: the native library or its build info is broken.
     """
-    _checks.check_packed("qkv", qkv, 5, 3, "(B, S, 3, H, D)")
+    _checks.packed("qkv", qkv, 5, 3, "(B, S, 3, H, D)")
     q, k, v = qkv.unbind(dim=2)
     return _attention(
         q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic, return_attn_probs
@@ -295,7 +266,7 @@ def flash_attn_kvpacked_func(
         UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
         LibraryLoadError: the native library or its build info is broken.
     """
-    _checks.check_packed("kv", kv, 5, 2, "(B, Sk, 2, Hk, D)")
+    _checks.packed("kv", kv, 5, 2, "(B, Sk, 2, Hk, D)")
     k, v = kv.unbind(dim=2)
     return _attention(
         q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic, return_attn_probs
@@ -404,7 +375,7 @@ def flash_attn_varlen_qkvpacked_func(
         UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
         LibraryLoadError: the native library or its build info is broken.
     """
-    _checks.check_packed("qkv", qkv, 4, 3, "(T, 3, H, D)")
+    _checks.packed("qkv", qkv, 4, 3, "(T, 3, H, D)")
     q, k, v = qkv.unbind(dim=1)
     return _varlen_attention(
         q,
@@ -479,7 +450,7 @@ def flash_attn_varlen_kvpacked_func(
         UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
         LibraryLoadError: the native library or its build info is broken.
     """
-    _checks.check_packed("kv", kv, 4, 2, "(Tk, 2, Hk, D)")
+    _checks.packed("kv", kv, 4, 2, "(Tk, 2, Hk, D)")
     k, v = kv.unbind(dim=1)
     return _varlen_attention(
         q,
@@ -657,72 +628,51 @@ def flash_attn_with_kvcache(
         UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
         LibraryLoadError: the native library or its build info is broken.
     """
-    window_left, window_right = _checks.check_options(0.0, softmax_scale, window_size, softcap)
-    _checks.check_kvcache(
-        q,
-        k_cache,
-        v_cache,
-        k,
-        v,
+    q_op, k_op, v_op, head_dim, pad, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
+    if isinstance(cache_seqlens, int):
+        length = _checks.cache_seqlens_length(cache_seqlens)
+        cache_seqlens = torch.full((q.shape[0],), length, dtype=torch.int32, device=q.device)
+    if rotary_cos is not None:
+        rotary_cos = rotary_cos.contiguous()
+    if rotary_sin is not None:
+        rotary_sin = rotary_sin.contiguous()
+    # Padding copies the caches (the appended rows are copied back below); without padding they
+    # go to the operator as they are, which rejects a last dim it could only fill in a copy.
+    k_cache_op = F.pad(k_cache, [0, q_op.shape[-1] - head_dim]) if pad else k_cache
+    v_cache_op = F.pad(v_cache, [0, q_op.shape[-1] - head_dim]) if pad else v_cache
+    args = (
+        q_op,
+        k_cache_op,
+        v_cache_op,
+        k_op,
+        v_op,
+        cache_seqlens,
         rotary_cos,
         rotary_sin,
-        cache_seqlens,
         cache_batch_idx,
         cache_leftpad,
         block_table,
+        alibi_slopes,
+        softmax_scale,
+        bool(causal),
+        left,
+        right,
+        softcap,
+        bool(rotary_interleaved),
         num_splits,
     )
-    batch, seqlen_q, heads, head_dim = q.shape
-    _checks.check_alibi(alibi_slopes, q, batch, heads)
-    _loader.require_ready(_device_index(q))
-    padded = _checks.padded_head_dim(head_dim)
-    paged = block_table is not None
-    seqlen_k = block_table.shape[1] * k_cache.shape[1] if paged else k_cache.shape[1]
-    causal_kernel = _checks.kernel_causal(
-        bool(causal), window_left, window_right, seqlen_q, seqlen_k, alibi_slopes is not None
-    )
-    if k is not None or cache_batch_idx is not None or paged or num_splits > 1:
-        split = "always"
+    if _wants_grad(q, k_cache, v_cache):  # no backward: keep autograd off the outputs and caches
+        with torch.no_grad():
+            out, softmax_lse = _checks.call(_ops.OPS["fwd_kvcache"], *args)
     else:
-        split = "never" if num_splits == 1 else "maybe"
-    _checks.require_kernels(_checks.fwd_kernel_keys(q.dtype, padded, causal_kernel, split))
-    if softmax_scale is None:
-        softmax_scale = _checks.default_scale(head_dim)
-    if isinstance(cache_seqlens, int):
-        cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=q.device)
-    if rotary_cos is not None:
-        rotary_cos, rotary_sin = rotary_cos.contiguous(), rotary_sin.contiguous()
-    with torch.no_grad():
-        q_op = _to_head_dim(q, padded)
-        k_op = None if k is None else _to_head_dim(k, padded)
-        v_op = None if v is None else _to_head_dim(v, padded)
-        # Padding the caches copies them; the appended rows are copied back below.
-        k_cache_op = _to_head_dim(k_cache, padded)
-        v_cache_op = _to_head_dim(v_cache, padded)
-        out, softmax_lse = _ops.fwd_kvcache(
-            q_op,
-            k_cache_op,
-            v_cache_op,
-            k_op,
-            v_op,
-            cache_seqlens,
-            rotary_cos,
-            rotary_sin,
-            cache_batch_idx,
-            cache_leftpad,
-            block_table,
-            alibi_slopes,
-            softmax_scale,
-            bool(causal),
-            window_left,
-            window_right,
-            softcap,
-            bool(rotary_interleaved),
-            num_splits,
-        )
-        if padded != head_dim:
-            out = out[..., :head_dim]
-            if k is not None:
+        try:  # inline rather than _checks.call: decode calls this once per token
+            out, softmax_lse = _ops.OPS["fwd_kvcache"](*args)
+        except RuntimeError as error:
+            raise _checks.translate(error) from None
+    if pad:
+        out = out[..., :head_dim]
+        if k is not None:
+            with torch.no_grad():
                 k_cache.copy_(k_cache_op[..., :head_dim])
                 v_cache.copy_(v_cache_op[..., :head_dim])
     return (out, softmax_lse) if return_softmax_lse else out

@@ -103,12 +103,13 @@ void set_common_bwd(BwdParams& params, const ArgChecker& chk, const c10::Device&
 // ---------------------------------------------------------------------------------------------
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
-    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& dout_arg, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor& out, const at::Tensor& softmax_lse,
     const std::optional<at::Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
     bool is_causal, int64_t window_size_left, int64_t window_size_right, double softcap,
     bool deterministic, const at::Tensor& rng_state) {
   const ArgChecker chk("flash_attn::bwd");
+  const at::Tensor dout = with_unit_last_stride(dout_arg);  // autograd may hand a strided one
 
   // -- validate ---------------------------------------------------------------------------------
   chk.query(q);
@@ -133,6 +134,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
   chk.shape(softmax_lse, "softmax_lse", "(B, H, Sq)", {B, H, Sq});
   chk.fits_int(Sq, "Sq");
   chk.fits_int(Sk, "Sk");
+  chk.window(window_size_left, window_size_right);
   chk.dropout(dropout_p, softcap);
 
   const c10::cuda::CUDAGuard guard(device);
@@ -150,7 +152,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
   at::Tensor dq = at::empty_like(q);
   at::Tensor dk = at::empty_like(k);
   at::Tensor dv = at::empty_like(v);
-  at::Tensor softmax_d = at::empty({B, H, sq_rounded}, f32);
+  // Zeroed: the preprocessing kernel writes whole row tiles, which need not reach Sq_r.
+  at::Tensor softmax_d = at::zeros({B, H, sq_rounded}, f32);
   const DqAccumulator acc = make_dq_accumulator({B, sq_rounded}, dims.h, padded_head_dim(dims.d),
                                                 dims.b, deterministic, device.index(), f32);
   at::Tensor dk_h = per_query_head_grad(dk, {B, Sk, H, D}, grouped);
@@ -175,13 +178,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
 // ---------------------------------------------------------------------------------------------
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
-    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& dout_arg, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     const at::Tensor& out, const at::Tensor& softmax_lse, const at::Tensor& cu_seqlens_q,
     const at::Tensor& cu_seqlens_k, const std::optional<at::Tensor>& alibi_slopes,
     int64_t max_seqlen_q, int64_t max_seqlen_k, double dropout_p, double softmax_scale,
     bool zero_tensors, bool is_causal, int64_t window_size_left, int64_t window_size_right,
     double softcap, bool deterministic, const at::Tensor& rng_state) {
   const ArgChecker chk("flash_attn::varlen_bwd");
+  const at::Tensor dout = with_unit_last_stride(dout_arg);
 
   // -- validate ---------------------------------------------------------------------------------
   chk.query(q);
@@ -207,6 +211,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
   chk.fits_int(Tq, "Tq");
   chk.fits_int(max_seqlen_q, "max_seqlen_q");
   chk.fits_int(max_seqlen_k, "max_seqlen_k");
+  chk.window(window_size_left, window_size_right);
   chk.dropout(dropout_p, softcap);
 
   const c10::cuda::CUDAGuard guard(device);
@@ -227,13 +232,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
   at::Tensor dq = at::empty_like(q);
   at::Tensor dk = at::empty_like(k);
   at::Tensor dv = at::empty_like(v);
-  at::Tensor softmax_d = at::empty({H, padded_rows}, f32);
+  // Zeroed: each sequence's spare rows past its last row tile are never written.
+  at::Tensor softmax_d = at::zeros({H, padded_rows}, f32);
   const DqAccumulator acc = make_dq_accumulator({padded_rows}, dims.h, padded_head_dim(dims.d),
                                                 dims.b, deterministic, device.index(), f32);
   at::Tensor dk_h = per_query_head_grad(dk, {Tk, H, D}, grouped);
   at::Tensor dv_h = per_query_head_grad(dv, {Tk, H, D}, grouped);
   const at::Tensor lse = softmax_lse.contiguous();
-  if (zero_tensors) zero_grads({dq, dk_h, dv_h, softmax_d});
+  if (zero_tensors) zero_grads({dq, dk_h, dv_h});
 
   // -- parameters -------------------------------------------------------------------------------
   BwdParams params{};

@@ -1,8 +1,12 @@
 // Argument validation shared by the operator implementations in src/binding.
 //
-// Every failed check throws c10::Error (RuntimeError in Python) whose text starts with the
-// operator name and says which argument was wrong, what was expected and what was given, e.g.
+// These checks are the only validation of the operators' inputs: the Python layer
+// (flash_attn/_checks.py) does not repeat them, it only turns the c10::Error into
+// flash_attn.InputError.  Every failed check throws c10::Error (RuntimeError in Python) whose
+// text starts with the operator name and says which argument was wrong, what was expected, what
+// was given and, where there is one, what to do, e.g.
 //   flash_attn::fwd: k must have shape (B, Sk, Hk, D) = [2, 512, 8, 64], got [2, 512, 8, 80]
+// tests/unit/runtime/test_checks.py names the message of every rejected input.
 //
 // All helpers are header-only and have internal linkage semantics through the hidden
 // visibility the library is built with; nothing here is exported.
@@ -22,6 +26,31 @@
 
 namespace flash_attn_wheels::binding {
 
+// The kernels read the head dim with unit stride.  A q/k/v/dout whose last dim is strided is
+// copied here (in C++ the stride test costs nothing, in Python it is a call per tensor per
+// call); an undefined or 0-d tensor is returned as it is, for the checks to report.  Caches
+// that are updated in place are never copied: fwd_kvcache rejects a strided one.
+inline at::Tensor with_unit_last_stride(const at::Tensor& t) {
+  return t.defined() && t.dim() >= 1 && t.stride(-1) != 1 ? t.contiguous() : t;
+}
+
+// The Python spelling of a dtype ("torch.float32"), so that messages name what users type.
+inline const char* torch_dtype_name(at::ScalarType st) {
+  switch (st) {
+    case at::kHalf: return "torch.float16";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kFloat: return "torch.float32";
+    case at::kDouble: return "torch.float64";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    case at::kShort: return "torch.int16";
+    case at::kChar: return "torch.int8";
+    case at::kByte: return "torch.uint8";
+    case at::kBool: return "torch.bool";
+    default: return c10::toString(st);
+  }
+}
+
 // Validates the arguments of one operator call; `op` prefixes every message.
 class ArgChecker {
  public:
@@ -39,15 +68,16 @@ class ArgChecker {
   // tensor here is the usual mistake of calling the op before moving inputs to the GPU.
   void is_cuda(const at::Tensor& t, const char* name) const {
     expect(t.defined(), name, " is an undefined tensor");
-    expect(t.is_cuda(), name, " must be a CUDA tensor, got a tensor on ", t.device(),
-           " (move the inputs to the GPU, e.g. q.cuda())");
+    expect(t.is_cuda(), name, " is on device '", t.device(),
+           "'; FlashAttention-2 kernels run on CUDA devices only: move the inputs with .cuda() "
+           "or .to('cuda')");
   }
 
   // A tensor that must live on the same CUDA device as q.
   void same_device(const at::Tensor& t, const char* name, const c10::Device& device) const {
     expect(t.defined(), name, " is an undefined tensor");
-    expect(t.device() == device, name, " must be on the same CUDA device as q (", device,
-           "), got a tensor on ", t.device());
+    expect(t.device() == device, name, " is on ", t.device(), " but q is on ", device,
+           "; put all inputs on one CUDA device");
   }
 
   // q: fixes device and dtype for the call.  CUDA, fp16/bf16, contiguous last dimension.
@@ -67,19 +97,20 @@ class ArgChecker {
   // q/k/v/out/dout: half precision only.
   void attention_dtype(const at::Tensor& t, const char* name) const {
     const auto st = t.scalar_type();
-    expect(st == at::kHalf || st == at::kBFloat16, name,
-           " must have dtype torch.float16 or torch.bfloat16, got ", st);
+    expect(st == at::kHalf || st == at::kBFloat16, name, " has dtype ", torch_dtype_name(st),
+           "; FlashAttention-2 kernels take torch.float16 or torch.bfloat16 only (fp32 is not "
+           "supported): cast with .to(torch.bfloat16) or .half(), or run under torch.autocast");
   }
 
   void dtype(const at::Tensor& t, const char* name, at::ScalarType expected) const {
-    expect(t.scalar_type() == expected, name, " must have dtype ", expected, ", got ",
-           t.scalar_type());
+    expect(t.scalar_type() == expected, name, " must have dtype ", torch_dtype_name(expected),
+           ", got ", torch_dtype_name(t.scalar_type()));
   }
 
   // Same dtype as q (all attention operands share one dtype).
   void same_dtype(const at::Tensor& t, const char* name, at::ScalarType q_dtype) const {
-    expect(t.scalar_type() == q_dtype, name, " must have the same dtype as q (", q_dtype,
-           "), got ", t.scalar_type());
+    expect(t.scalar_type() == q_dtype, name, " has dtype ", torch_dtype_name(t.scalar_type()),
+           " but q has ", torch_dtype_name(q_dtype), "; q, k and v must share one dtype");
   }
 
   // The kernels read the head dim with unit stride; other dims may be strided.
@@ -91,7 +122,7 @@ class ArgChecker {
 
   void contiguous(const at::Tensor& t, const char* name) const {
     expect(t.is_contiguous(), name, " must be contiguous, got sizes ", t.sizes(),
-           " with strides ", t.strides());
+           " with strides ", t.strides(), "; pass ", name, ".contiguous()");
   }
 
   // Number of dimensions, checked before any size is read.  `dims` names them, e.g.
@@ -108,26 +139,34 @@ class ArgChecker {
     expect(t.sizes() == want, name, " must have shape ", dims, " = ", want, ", got ", t.sizes());
   }
 
-  // D: what the kernels are instantiated for (the Python layer pads other sizes).
+  // D: what the kernels are instantiated for (the Python layer pads other sizes up to 256).
   void head_dim(int64_t d, const char* name) const {
-    expect(d > 0 && d <= 256 && d % 8 == 0, "head dim D of ", name,
-           " must be a multiple of 8 in [8, 256], got ", d,
-           " (flash_attn pads other head dims in Python)");
+    expect(d <= 256, "head dim D=", d, " of ", name, " is larger than 256, the largest head dim "
+           "FlashAttention-2 kernels support; split the heads or use "
+           "torch.nn.functional.scaled_dot_product_attention");
+    expect(d > 0 && d % 8 == 0, "head dim D of ", name, " must be a multiple of 8 in [8, 256], got ",
+           d, " (the flash_attn functions pad other head dims; call them rather than the operator)");
   }
 
   // MQA/GQA: every key/value head serves H / Hk query heads.
   void heads(int64_t h, int64_t h_k) const {
-    expect(h_k > 0 && h > 0 && h % h_k == 0,
-           "number of query heads H must be a positive multiple of the number of key/value "
-           "heads Hk (MQA/GQA), got H=", h, ", Hk=", h_k);
+    expect(h_k > 0 && h > 0 && h % h_k == 0, "the number of query heads H=", h,
+           " must be a multiple of the number of key/value heads Hk=", h_k,
+           " (MQA/GQA: query head h attends key/value head h // (H // Hk))");
   }
 
-  void batch(int64_t b) const { expect(b > 0, "batch size B must be positive, got ", b); }
+  void batch(int64_t b) const { expect(b > 0, "the batch size B must be >= 1, got ", b); }
+
+  // Sliding window sides in tokens; -1 means unbounded.
+  void window(int64_t left, int64_t right) const {
+    expect(left >= -1 && right >= -1, "window_size entries must be ints >= -1 (tokens; -1 = "
+           "unbounded), got (", left, ", ", right, ")");
+  }
 
   // A scalar that the kernels keep in 32-bit.
   void fits_int(int64_t value, const char* name) const {
     expect(value >= 0 && value <= std::numeric_limits<int>::max(), name,
-           " must be in [0, 2^31 - 1], got ", value);
+           " must be an int in [0, 2^31 - 1], got ", value);
   }
 
   // Optional 1-D int32 per-sequence tensor (seqused_k, leftpad, cache_seqlens, ...).
@@ -156,7 +195,7 @@ class ArgChecker {
 
   // Dropout probability, and the combinations the kernels do not implement.
   void dropout(double p, double softcap) const {
-    expect(p >= 0.0 && p < 1.0, "dropout_p must be in [0, 1), got ", p);
+    expect(p >= 0.0 && p < 1.0, "dropout_p must be a probability in [0, 1), got ", p);
     expect(!(softcap > 0.0 && p > 0.0),
            "softcap > 0 cannot be combined with dropout_p > 0 (not implemented by the "
            "kernels), got softcap=", softcap, ", dropout_p=", p);

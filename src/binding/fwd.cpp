@@ -18,10 +18,12 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Empty (0,) placeholder or (B, H, Sq_r, Sk_r) buffer for the attention probabilities.
+// Empty (0,) placeholder or zeroed (B, H, Sq_r, Sk_r) buffer for the attention probabilities
+// (zeroed: the kernels skip the tiles a causal or local mask removes, which would otherwise hold
+// whatever the allocator handed out).
 at::Tensor probabilities_buffer(bool wanted, const Dims& dims, const at::TensorOptions& opts) {
   if (!wanted) return at::empty({0}, opts);
-  return at::empty(
+  return at::zeros(
       {dims.b, dims.h, round_up(dims.seqlen_q, kSeqPad), round_up(dims.seqlen_k, kSeqPad)}, opts);
 }
 
@@ -31,16 +33,30 @@ void check_return_softmax(bool return_softmax, double dropout_p, const ArgChecke
              "probabilities only on their dropout path), got dropout_p=", dropout_p);
 }
 
+// The Philox state a forward returns.  The kernels write it only on their dropout path, so
+// without dropout the (0,) tensor stands for "no state" instead of two unwritten int64s; with
+// dropout and no launch (no keys or no queries) it is zeroed.  Every output is then
+// deterministic, which torch.library.opcheck and torch.compile's eager-vs-traced
+// comparison need (the fakes in flash_attn/_ops.py return the same shapes).
+at::Tensor returned_rng_state(const at::Tensor& used, double dropout_p, bool launched) {
+  if (dropout_p <= 0.0) return at::empty({0}, used.options());
+  if (!launched) used.zero_();
+  return used;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& q_arg, const at::Tensor& k_arg, const at::Tensor& v_arg,
     const std::optional<at::Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
     bool is_causal, int64_t window_size_left, int64_t window_size_right, double softcap,
     bool return_softmax, const std::optional<at::Tensor>& rng_state) {
   const ArgChecker chk("flash_attn::fwd");
+  const at::Tensor q = with_unit_last_stride(q_arg);
+  const at::Tensor k = with_unit_last_stride(k_arg);
+  const at::Tensor v = with_unit_last_stride(v_arg);
 
   // -- validate ---------------------------------------------------------------------------------
   chk.query(q);
@@ -58,6 +74,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
   chk.shape(v, "v", "(B, Sk, Hk, D)", {B, Sk, Hk, D});
   chk.fits_int(Sq, "Sq");
   chk.fits_int(Sk, "Sk");
+  chk.window(window_size_left, window_size_right);
   chk.dropout(dropout_p, softcap);
   check_return_softmax(return_softmax, dropout_p, chk);
 
@@ -98,21 +115,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
       set_forward_rng(params, dropout_p, rng_state, device, chk, rng_keep_alive);
 
   // -- run --------------------------------------------------------------------------------------
+  const bool launch = Sk > 0 && dims.seqlen_q > 0;
   if (Sk == 0) {
     // No keys: zero output; LSE +inf makes every recomputed probability exp(s - lse) zero.
     out.zero_();
     lse.fill_(kInf);
-  } else if (dims.seqlen_q > 0) {
+  } else if (launch) {
     run_fwd(params, current_stream(device.index()), /*split_kv=*/params.num_splits > 1);
   }
 
-  return {fold.unfold_out_batched(out), fold.unfold_lse_batched(lse), p, rng_used};
+  return {fold.unfold_out_batched(out), fold.unfold_lse_batched(lse), p,
+          returned_rng_state(rng_used, dropout_p, launch)};
 }
 
 // ---------------------------------------------------------------------------------------------
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& q_arg, const at::Tensor& k_arg, const at::Tensor& v_arg,
     const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k,
     const std::optional<at::Tensor>& seqused_k, const std::optional<at::Tensor>& leftpad_k,
     const std::optional<at::Tensor>& block_table, const std::optional<at::Tensor>& alibi_slopes,
@@ -120,6 +139,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
     bool zero_tensors, bool is_causal, int64_t window_size_left, int64_t window_size_right,
     double softcap, bool return_softmax, const std::optional<at::Tensor>& rng_state) {
   const ArgChecker chk("flash_attn::varlen_fwd");
+  const at::Tensor q = with_unit_last_stride(q_arg);
+  const at::Tensor k = with_unit_last_stride(k_arg);
+  const at::Tensor v = with_unit_last_stride(v_arg);
   const bool paged = block_table.has_value();
 
   // -- validate ---------------------------------------------------------------------------------
@@ -165,6 +187,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
   chk.fits_int(Tq, "Tq");
   chk.fits_int(max_seqlen_q, "max_seqlen_q");
   chk.fits_int(max_seqlen_k, "max_seqlen_k");
+  chk.window(window_size_left, window_size_right);
   chk.dropout(dropout_p, softcap);
   check_return_softmax(return_softmax, dropout_p, chk);
 
@@ -192,7 +215,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
   if (zero_tensors) {
     out.zero_();
     lse.fill_(-kInf);
-    if (return_softmax) p.zero_();
   }
 
   // -- parameters -------------------------------------------------------------------------------
@@ -232,16 +254,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
       set_forward_rng(params, dropout_p, rng_state, device, chk, rng_keep_alive);
 
   // -- run --------------------------------------------------------------------------------------
+  const bool launch = max_seqlen_k > 0 && dims.seqlen_q > 0 && total_q > 0;
   if (max_seqlen_k == 0) {
     out.zero_();
     lse.fill_(kInf);
-  } else if (dims.seqlen_q > 0 && total_q > 0) {
+  } else if (launch) {
     // Only the split-KV kernels read paged caches.
     run_fwd(params, current_stream(device.index()),
             /*split_kv=*/paged || params.num_splits > 1);
   }
 
-  return {fold.unfold_out_packed(out), fold.unfold_lse_packed(lse), p, rng_used};
+  return {fold.unfold_out_packed(out), fold.unfold_lse_packed(lse), p,
+          returned_rng_state(rng_used, dropout_p, launch)};
 }
 
 }  // namespace flash_attn_wheels::binding

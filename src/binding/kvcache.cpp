@@ -40,8 +40,8 @@ int check_rotary(const at::Tensor& cos, const at::Tensor& sin, const at::Tensor&
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
-    const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
-    const std::optional<at::Tensor>& k, const std::optional<at::Tensor>& v,
+    const at::Tensor& q_arg, const at::Tensor& k_cache, const at::Tensor& v_cache,
+    const std::optional<at::Tensor>& k_arg, const std::optional<at::Tensor>& v_arg,
     const std::optional<at::Tensor>& cache_seqlens, const std::optional<at::Tensor>& rotary_cos,
     const std::optional<at::Tensor>& rotary_sin, const std::optional<at::Tensor>& cache_batch_idx,
     const std::optional<at::Tensor>& cache_leftpad, const std::optional<at::Tensor>& block_table,
@@ -49,13 +49,25 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
     int64_t window_size_left, int64_t window_size_right, double softcap, bool rotary_interleaved,
     int64_t num_splits) {
   const ArgChecker chk("flash_attn::fwd_kvcache");
+  const at::Tensor q = with_unit_last_stride(q_arg);
+  const std::optional<at::Tensor> k =
+      k_arg.has_value() ? std::optional<at::Tensor>(with_unit_last_stride(*k_arg)) : std::nullopt;
+  const std::optional<at::Tensor> v =
+      v_arg.has_value() ? std::optional<at::Tensor>(with_unit_last_stride(*v_arg)) : std::nullopt;
   const bool paged = block_table.has_value();
   const bool appending = k.has_value() || v.has_value();
 
   // -- validate ---------------------------------------------------------------------------------
   chk.query(q);
-  chk.like_query(k_cache, "k_cache", q);
-  chk.like_query(v_cache, "v_cache", q);
+  for (const auto& [t, name] : {std::pair{&k_cache, "k_cache"}, std::pair{&v_cache, "v_cache"}}) {
+    chk.same_device(*t, name, q.device());
+    chk.same_dtype(*t, name, q.scalar_type());
+    // A copy would lose the in-place append, so no ".contiguous()" advice here.
+    chk.expect(t->dim() >= 1 && t->stride(-1) == 1, name,
+               " must have a contiguous last dimension (stride 1, got strides ", t->strides(),
+               "): it is updated in place, so it cannot be copied; allocate the cache with the "
+               "head dim last and contiguous");
+  }
   chk.rank(q, "q", 4, "(B, Sq, H, D)");
   const char* cache_dims =
       paged ? "(num_blocks, page_block_size, Hk, D)" : "(B_cache, Sk_cache, Hk, D)";
@@ -102,9 +114,10 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
 
   int64_t new_len = 0;  // Sk_new
   if (appending) {
-    chk.expect(k.has_value() && v.has_value(), "k and v must be given together");
+    chk.expect(k.has_value() && v.has_value(),
+               "pass both k and v (new keys and values to append to the cache) or neither");
     chk.expect(cache_seqlens.has_value(),
-               "appending k/v needs cache_seqlens (where each sequence's new tokens go)");
+               "cache_seqlens is required when k and v are given: it says where to append them");
     chk.like_query(*k, "k", q);
     chk.like_query(*v, "v", q);
     chk.rank(*k, "k", 4, "(B, Sk_new, Hk, D)");
@@ -122,14 +135,17 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
   int rotary_dim = 0;
   if (rotary_cos.has_value() || rotary_sin.has_value()) {
     chk.expect(rotary_cos.has_value() && rotary_sin.has_value(),
-               "rotary_cos and rotary_sin must be given together");
-    chk.expect(appending, "rotary_cos/rotary_sin need new k/v to rotate and append");
+               "pass both rotary_cos and rotary_sin or neither");
+    chk.expect(appending, "rotary_cos/rotary_sin need k and v: the rotary embedding is applied "
+               "to the new keys");
     rotary_dim = check_rotary(*rotary_cos, *rotary_sin, q, D, cache_len, chk);
   }
   chk.fits_int(Sq, "Sq");
   chk.fits_int(cache_len, "Sk_cache");
+  chk.window(window_size_left, window_size_right);
   chk.expect(num_splits >= 0 && num_splits <= 128,
-             "num_splits must be 0 (heuristic), 1 (no split-KV) or up to 128, got ", num_splits);
+             "num_splits must be an int in [0, 128] (0 = heuristic, 1 = no split-KV), got ",
+             num_splits);
 
   const c10::cuda::CUDAGuard guard(device);
   require_ampere_or_newer(device.index(), chk);

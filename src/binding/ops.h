@@ -8,7 +8,9 @@
 //
 // Common rules (violations throw c10::Error, RuntimeError in Python, naming the argument):
 //  - q/k/v (and out/dout/caches) are fp16 or bf16, all the same dtype, on one CUDA device of
-//    compute capability >= 8.0, with a contiguous last dimension (other strides are free);
+//    compute capability >= 8.0; the kernels need a contiguous last dimension (other strides are
+//    free): q/k/v/dout with a strided one are copied, out, softmax_lse and the KV caches (updated
+//    in place) are rejected;
 //  - softmax_scale multiplies q.k before the softmax (unitless);
 //  - window_size_left/right are in tokens, -1 = unbounded; is_causal aligns the causal mask
 //    to the bottom-right corner (query i of Sq sees keys up to i + Sk - Sq);
@@ -16,6 +18,8 @@
 //    be combined with dropout;
 //  - alibi_slopes: fp32 (H,) or (B, H) on the same device; adds -slope * |i - j| to scores;
 //  - dropout_p in [0, 1); rng_state is int64 (2,) = (Philox seed, Philox offset);
+//  - window sides >= -1;
+//  - every returned tensor is deterministic (nothing left as allocated; torch.library.opcheck);
 //  - LSE (softmax_lse) is the natural-log log-sum-exp of each query row's scaled scores, fp32.
 //  - A kernel that the kernel set left out throws "flash_attn was built without ...".
 #pragma once
@@ -36,7 +40,7 @@ namespace flash_attn_wheels::binding {
 // Returns (out, softmax_lse, p, rng_state):
 //   out (B, Sq, H, D) q.dtype; softmax_lse (B, H, Sq) fp32;
 //   p (B, H, Sq_r, Sk_r) q.dtype if return_softmax (dropped entries negated) else (0,);
-//   rng_state int64 (2,) on q's device, the Philox state used (unspecified without dropout).
+//   rng_state int64 on q's device: (2,), the Philox state used, when dropout_p > 0, else (0,).
 // When Sk == 0: out is zeros and softmax_lse is +inf.
 // Errors: the common rules; shape mismatches between q/k/v; return_softmax without dropout;
 // a malformed rng_state (not int64, not 2 elements, other device).

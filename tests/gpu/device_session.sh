@@ -23,7 +23,8 @@
 #   ours     kernel set dev, default deltas, 16 jobs, by bench/build.py (per-unit seconds and
 #            peak memory through bench/measure_launcher.py); the dev wheel is then packaged
 #            from the same build folder (nothing recompiles)
-#            -> release paths, rescale-skip cases, validate, kernel benchmark, build benchmark
+#            -> release paths, rescale-skip cases, opcheck of every operator, validate, kernel
+#               benchmark with the host-overhead table, build benchmark
 #   ci_none / ci_size   kernel set ci, fatbin compression none / size -> load cost
 #   up       upstream's setup.py compile commands for the same dev units (bench/build.py
 #            --upstream-mode units), 16 jobs, alone on the machine -> build benchmark
@@ -163,10 +164,11 @@ test)
   PYTHONPATH="$SITE" step build_info 300 python3 -m flash_attn
   PYTHONPATH="$SITE" step release_paths 300 python3 "$ROOT/tests/gpu/release_paths.py" --dtype all || rc=1
   step rescale_skip_dev 280 python3 "$ROOT/tests/gpu/rescale_skip.py" --lib "$lib" --dims 64,128 || rc=1
+  PYTHONPATH="$SITE" step opcheck 260 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
   wait_for ci_none "$(left 240)"; wait_for ci_size "$(left 240)"
   # timed work on a quiet machine
   PYTHONPATH="$SITE" step validate 150 python3 "$ROOT/src/release/validate.py" --out "$R" --wheel "$wheel" || rc=1
-  step bench_kernels 70 python3 "$ROOT/bench/kernels.py" --out "$R" --build "dev=$W/site_dev" || rc=1
+  step bench_kernels 70 python3 "$ROOT/bench/kernels.py" --out "$R" --build "dev=$W/site_dev" --host-overhead || rc=1
   if [ -f "$W/ci_none.done" ] && [ -f "$W/ci_size.done" ]; then
     step load_cost 5 python3 "$ROOT/bench/load_cost.py" --build none="$W/ci_none" --build size="$W/ci_size" --out "$R" || rc=1
   else

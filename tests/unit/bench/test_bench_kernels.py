@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import bench_kernels as bk
+import host_overhead as ho
 import pytest
 
 
@@ -199,6 +200,18 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False):
     out = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                            is_causal=causal)
     return out.transpose(1, 2)
+
+
+def flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, causal=False):
+    b = cu_q.numel() - 1
+    out = flash_attn_func(*(x.view(b, max_q, *x.shape[1:]) for x in (q, k, v)), causal=causal)
+    return out.reshape(q.shape)
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None):
+    groups = q.shape[2] // k_cache.shape[2]
+    k_cache, v_cache = (x.repeat_interleave(groups, 2) for x in (k_cache, v_cache))
+    return flash_attn_func(q, k_cache, v_cache)
 """
 
 
@@ -228,6 +241,11 @@ def test_worker_loop_on_cpu_with_a_fake_flash_attn(tmp_path):
             "50",
             "--target-s",
             "0.001",
+            "--host-overhead",
+            "--host-calls",
+            "3",
+            "--host-repeats",
+            "2",
         ],
         capture_output=True,
         text=True,
@@ -256,3 +274,76 @@ def test_worker_loop_on_cpu_with_a_fake_flash_attn(tmp_path):
         assert rows[(64, "fwd")]["ratios"]["flash_attn[fake] vs sdpa_flash"] > 0
     md = (out / "kernels.md").read_text()
     assert "| not built |" in md and "flash_attn[fake] / sdpa_flash" in md
+    host = {(r["case"], r["function"]): r for r in record["host_overhead"]}
+    assert {f for _, f in host} == {"flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache"}
+    assert len(host) == 4  # one dense case (two functions), decode without and with appending
+    for row in host.values():
+        assert row["api_us"] > 0 and row["raw_us"] is None  # the fake registers no torch.ops.flash_attn
+    dense = host[("B1 H2 S64 D64", "flash_attn_func")]
+    if dense["sdpa_us"]["sdpa_flash"] is not None:
+        assert dense["api_vs_sdpa_flash"] > 0
+    assert record["conventions"]["host_overhead"] == {"calls": 3, "repeats": 2}
+    assert "## Host overhead per call" in md and "`flash_attn_with_kvcache`" in md
+
+
+def test_host_overhead_cases_are_the_issues():
+    dense, decode = ho.cases()
+    assert [(c.batch, c.heads, c.seqlen, c.head_dim, c.causal) for c in dense] == [
+        (1, 8, 256, 64, True),
+        (2, 8, 1024, 64, False),
+        (2, 8, 1024, 128, True),
+        (8, 16, 512, 128, True),
+    ]
+    assert [(c.batch, c.cache, c.append) for c in decode] == [(4, 4096, False), (4, 4096, True)]
+
+
+def test_per_call_us_times_back_to_back_calls():
+    count = []
+    syncs = []
+    values = ho.per_call_us(lambda: count.append(1), calls=7, repeats=3, sync=lambda: syncs.append(1))
+    assert len(count) == 1 + 7 * 3 and len(values) == 3 and all(v >= 0 for v in values)
+    assert len(syncs) == 1 + 2 * 3  # after the warm-up call, around every repeat
+
+
+def _host(case, function, impl, us, status="ok"):
+    record = {"case": case, "function": function, "impl": impl, "status": status}
+    if status == "ok":
+        record["us"] = {"median": us}
+    return record
+
+
+def test_host_overhead_rows_and_render():
+    workers = [
+        {
+            "host_overhead": [
+                _host("B1", "flash_attn_func", "api[a]", 16.0),
+                _host("B1", "flash_attn_func", "raw[a]", 14.0),
+                _host("B1", "sdpa", "sdpa_flash", 15.0),
+                _host("B1", "sdpa", "sdpa_cudnn", 0, status="unsupported"),
+                _host("dec", "flash_attn_with_kvcache", "api[a]", 21.0),
+                _host("dec", "flash_attn_with_kvcache", "raw[a]", 14.0),
+            ]
+        },
+        {"host_overhead": [_host("B1", "flash_attn_func", "api[b]", 40.0)]},
+    ]
+    rows = {(r["case"], r["build"]): r for r in ho.rows(workers)}
+    a = rows[("B1", "a")]
+    assert a["overhead_us"] == 2.0 and a["api_vs_sdpa_flash"] == pytest.approx(16 / 15, abs=1e-3)
+    assert a["target_met"] is True and a["sdpa_us"] == {"sdpa_flash": 15.0, "sdpa_cudnn": None}
+    assert rows[("B1", "b")]["target_met"] is False and rows[("B1", "b")]["raw_us"] is None
+    assert rows[("dec", "a")]["overhead_us"] == 7.0 and rows[("dec", "a")]["target_met"] is False
+    md = ho.render(ho.rows(workers), 300, 5)
+    assert "| case | function | build | api us | raw op us | api - raw us | sdpa_flash us | sdpa_cudnn us |" in md
+    assert "| B1 | `flash_attn_func` | a | 16.0 | 14.0 | 2.0 | 15.0 | - | 1.07x | met |" in md
+    assert "missed" in md and "5 repeats of 300 back-to-back calls" in md
+    assert ho.render([], 300, 5) == ""
+
+
+def test_cli_rejects_zero_host_calls(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(bk.__file__), "--out", str(tmp_path), "--host-overhead", "--host-calls", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "--host-calls" in proc.stderr

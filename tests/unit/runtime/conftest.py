@@ -78,8 +78,9 @@ def blackwell_info() -> dict:
 def emulated(monkeypatch):
     """The public API running on CPU: mock operators with docs/operators.md schemas, fakes registered.
 
-    The loader state says "ready" with LEGACY_INFO (head dims 32..192), the CUDA-device check is
-    disabled, and device -1 (CPU tensors) has a positive capability verdict.
+    The loader state says "ready" with LEGACY_INFO (head dims 32..192), the CPU is the kernels'
+    device type for ``_checks.require_device`` and device -1 (CPU tensors) has a positive
+    capability verdict, so the once-per-device admission runs as it does on a GPU.
     """
     namespace = mock_ops.define()
     info = _build_info.parse(make_info())
@@ -90,11 +91,13 @@ def emulated(monkeypatch):
     monkeypatch.setattr(state, "build_info", info)
     monkeypatch.setattr(state, "kernels", _build_info.kernel_set(info))
     monkeypatch.setitem(_loader._DEVICE_VERDICTS, -1, _compat.DeviceVerdict(True, "sass", "sm_90", "emulated"))
-    monkeypatch.setattr(_checks, "require_cuda", lambda name, t: None)
+    monkeypatch.setattr(_checks, "KERNEL_DEVICE_TYPE", "cpu")
+    _checks.reset()
     mock_ops.CALLS.clear()
     torch._dynamo.reset()
     yield info
     torch._dynamo.reset()
+    _checks.reset()
     binding.close()
 
 

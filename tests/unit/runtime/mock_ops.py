@@ -2,15 +2,24 @@
 
 ``define()`` registers, once per process, operators with the exact schemas of docs/operators.md
 in the namespace ``flash_attn_mock``, implemented for CPU tensors with a plain fp32 attention.
-Dropout is accepted and ignored (no mask is drawn). They enforce the operator contract (head dim
-a multiple of 8 and <= 256, last dim contiguous, fp16/bf16) so a Python-side mistake (missing
-padding, wrong argument order) fails the tests.
-Every call is recorded in ``CALLS`` as (name, args).
+Dropout is accepted and ignored (no mask is drawn). Like the C++ operators they raise
+RuntimeError texts:
+
+- ``flash_attn::<op>: ...`` for a broken operator contract (head dim a multiple of 8 and
+  <= 256, fp16/bf16), so a Python-side mistake (missing padding, wrong argument order) fails the
+  tests; a strided last dim is accepted, as the C++ operators copy it;
+- ``flash_attn was built without ...`` for a unit that the loaded kernel set
+  (``flash_attn._loader.STATE.kernels``) lacks, as the dispatch stubs do (the causal flag is not
+  emulated: a kind, dtype and head dim the set holds counts as built).
+
+Every call is recorded in ``CALLS`` as (name, args) before any check.
 """
 
 from __future__ import annotations
 
 import torch
+
+from flash_attn import _build_info, _loader
 
 NAMESPACE = "flash_attn_mock"
 
@@ -62,11 +71,29 @@ def _round(x: int, m: int = 128) -> int:
     return (x + m - 1) // m * m
 
 
-def _contract(*tensors: torch.Tensor) -> None:
+def _contract(op: str, *tensors: torch.Tensor) -> None:
     for t in tensors:
-        assert t.dtype in (torch.float16, torch.bfloat16), f"operator got dtype {t.dtype}"
-        assert t.stride(-1) == 1, "operator got a last dim that is not contiguous"
-        assert t.shape[-1] % 8 == 0 and t.shape[-1] <= 256, f"operator got head dim {t.shape[-1]}"
+        for ok, what in (
+            (t.dtype in (torch.float16, torch.bfloat16), f"dtype {t.dtype}"),
+            (t.shape[-1] % 8 == 0 and t.shape[-1] <= 256, f"head dim {t.shape[-1]}"),
+        ):
+            if not ok:
+                raise RuntimeError(f"flash_attn::{op}: operator got {what}")
+
+
+def _kernel(kind: str, q: torch.Tensor) -> None:
+    """Raise like a dispatch stub unless the loaded kernel set holds (kind, dtype, head dim)."""
+    dtype = _build_info.dtype_name(q.dtype)
+    head_dim = _build_info.kernel_head_dim(q.shape[-1], _loader.STATE.head_dims)
+    if not any((key.kind, key.dtype, key.head_dim) == (kind, dtype, head_dim) for key in _loader.STATE.kernels):
+        raise RuntimeError(
+            f"flash_attn was built without {kind} {dtype} head dim {head_dim} (kernel set "
+            f"'{_loader.STATE.kernel_set_name}'); rebuild with FLASH_ATTN_KERNEL_SET=release"
+        )
+
+
+def _rng(dropout_p: float) -> torch.Tensor:
+    return torch.zeros(2 if dropout_p > 0 else 0, dtype=torch.int64)
 
 
 def _probs(q, k, scale, causal, window_left, window_right, softcap, slopes):
@@ -132,7 +159,8 @@ def _slopes(alibi, b):
 
 def fwd(q, k, v, alibi, dropout_p, scale, causal, wl, wr, softcap, return_softmax, rng_state):
     CALLS.append(("fwd", (q, k, v, alibi, dropout_p, scale, causal, wl, wr, softcap, return_softmax, rng_state)))
-    _contract(q, k, v)
+    _contract("fwd", q, k, v)
+    _kernel("fwd", q)
     outs, lses = [], []
     for b in range(q.shape[0]):
         o, lse = attention_one(q[b], k[b], v[b], scale, causal, wl, wr, softcap, _slopes(alibi, b))
@@ -144,13 +172,14 @@ def fwd(q, k, v, alibi, dropout_p, scale, causal, wl, wr, softcap, return_softma
         if return_softmax
         else torch.empty(0, dtype=q.dtype)
     )
-    return torch.stack(outs).to(q.dtype), torch.stack(lses), p, torch.zeros(2, dtype=torch.int64)
+    return torch.stack(outs).to(q.dtype), torch.stack(lses), p, _rng(dropout_p)
 
 
 def bwd(dout, q, k, v, out, lse, alibi, dropout_p, scale, causal, wl, wr, softcap, deterministic, rng_state):
     args = (dout, q, k, v, out, lse, alibi, dropout_p, scale, causal, wl, wr, softcap, deterministic, rng_state)
     CALLS.append(("bwd", args))
-    _contract(dout, q, k, v, out)
+    _contract("bwd", dout, q, k, v, out)
+    _kernel("bwd", q)
     dq, dk, dv = [], [], []
     for b in range(q.shape[0]):
         g = attention_one_grad(dout[b], q[b], k[b], v[b], scale, causal, wl, wr, softcap, _slopes(alibi, b))
@@ -216,7 +245,8 @@ def varlen_fwd(
             ),
         )
     )
-    _contract(q, k, v)
+    _contract("varlen_fwd", q, k, v)
+    _kernel("fwd_split" if block_table is not None else "fwd", q)
     cq, ck = cu_q.tolist(), cu_k.tolist()
     out = torch.zeros(q.shape, dtype=torch.float32)
     lse = torch.zeros(q.shape[1], q.shape[0], dtype=torch.float32)
@@ -236,7 +266,7 @@ def varlen_fwd(
         if return_softmax
         else torch.empty(0, dtype=q.dtype)
     )
-    return out.to(q.dtype), lse, p, torch.zeros(2, dtype=torch.int64)
+    return out.to(q.dtype), lse, p, _rng(dropout_p)
 
 
 def varlen_bwd(
@@ -288,7 +318,8 @@ def varlen_bwd(
             ),
         )
     )
-    _contract(dout, q, k, v, out)
+    _contract("varlen_bwd", dout, q, k, v, out)
+    _kernel("bwd", q)
     cq, ck = cu_q.tolist(), cu_k.tolist()
     dq = torch.zeros(q.shape, dtype=torch.float32)
     dk = torch.zeros(k.shape, dtype=torch.float32)
@@ -349,7 +380,8 @@ def fwd_kvcache(
             ),
         )
     )
-    _contract(q, k_cache, v_cache)
+    _contract("fwd_kvcache", q, k_cache, v_cache)
+    _kernel("fwd_split" if k is not None or cache_batch_idx is not None or num_splits > 1 else "fwd", q)
     assert rotary_cos is None and block_table is None and cache_leftpad is None, "not emulated"
     batch, seqlen_q = q.shape[:2]
     lengths = cache_seqlens.tolist() if cache_seqlens is not None else [k_cache.shape[1]] * batch
@@ -358,7 +390,7 @@ def fwd_kvcache(
     for b in range(batch):
         row, length = rows[b], lengths[b]
         if k is not None:
-            _contract(k, v)
+            _contract("fwd_kvcache", k, v)
             k_cache[row, length : length + k.shape[1]] = k[b]
             v_cache[row, length : length + k.shape[1]] = v[b]
             length += k.shape[1]

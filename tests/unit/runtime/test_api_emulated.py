@@ -393,11 +393,14 @@ def test_compile_packed_functions(emulated):
 
 
 def test_compile_refuses_what_eager_refuses(emulated):
+    """The operator owns the refusal: a compiled graph raises its message at run time, as eager does."""
     compiled = torch.compile(flash_attn.flash_attn_func, fullgraph=True, backend="aot_eager")
     q = torch.randn(2, 16, 4, 200).half()  # head-dim-256 kernels are not built
-    with pytest.raises(Exception, match="head dim 256"):
+    with pytest.raises(RuntimeError, match="built without fwd fp16 head dim 256"):
         compiled(q, q, q)
-    assert mock_ops.CALLS == []
+    with pytest.raises(flash_attn.KernelNotBuiltError, match="built without fwd fp16 head dim 256"):
+        flash_attn.flash_attn_func(q, q, q)
+    assert [name for name, _ in mock_ops.CALLS] == ["fwd", "fwd"]
 
 
 def test_scale_argument_is_not_confused_with_head_dim(emulated):

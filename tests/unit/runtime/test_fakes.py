@@ -41,10 +41,15 @@ def test_every_documented_operator_is_bound_and_the_mock_matches_the_docs():
 
 
 @pytest.mark.parametrize("name", ["fwd", "varlen_fwd", "bwd", "varlen_bwd", "fwd_kvcache"])
-def test_fakes_and_wrappers_take_the_schema_arguments_in_order(name):
+def test_fakes_take_the_schema_arguments_in_order(name):
     expected = schema_arguments(documented_schemas()[name])
     assert list(inspect.signature(_ops.FAKES[name]).parameters) == expected
-    assert list(inspect.signature(getattr(_ops, name)).parameters) == expected
+
+
+def test_bind_keeps_the_default_overloads(emulated):
+    for name in _ops.OPERATORS:
+        assert isinstance(_ops.OPS[name], torch._ops.OpOverload)
+        assert _ops.OPS[name] is getattr(torch.ops.flash_attn_mock, name).default
 
 
 def test_fwd_fake_shapes():
@@ -53,9 +58,10 @@ def test_fwd_fake_shapes():
     assert out.shape == (2, 100, 8, 64) and out.dtype == torch.float16
     assert lse.shape == (2, 8, 100) and lse.dtype == torch.float32
     assert p.shape == (0,) and p.dtype == torch.float16
-    assert rng.shape == (2,) and rng.dtype == torch.int64
-    _, _, p, _ = _ops.fwd_fake(q, k, k, None, 0.1, 0.125, False, -1, -1, 0.0, True, None)
+    assert rng.shape == (0,) and rng.dtype == torch.int64, "without dropout there is no Philox state"
+    _, _, p, rng = _ops.fwd_fake(q, k, k, None, 0.1, 0.125, False, -1, -1, 0.0, True, None)
     assert p.shape == (2, 8, 128, 384) and p.dtype == torch.float16
+    assert rng.shape == (2,) and rng.dtype == torch.int64
 
 
 def test_varlen_fwd_fake_shapes():
@@ -65,7 +71,7 @@ def test_varlen_fwd_fake_shapes():
     out, lse, p, rng = _ops.varlen_fwd_fake(*args, False, None)
     assert out.shape == (70, 8, 128) and out.dtype == torch.bfloat16
     assert lse.shape == (8, 70) and lse.dtype == torch.float32
-    assert p.shape == (0,)
+    assert p.shape == (0,) and rng.shape == (2,), "dropout_p 0.1: the state is returned"
     _, _, p, _ = _ops.varlen_fwd_fake(*args, True, None)
     assert p.shape == (3, 8, 128, 256)
 
@@ -114,21 +120,48 @@ def test_fakes_are_registered_on_bind(emulated):
     assert out.shape == q.shape and lse.shape == (2, 8, 100) and p.shape == (2, 8, 128, 384)
 
 
-@pytest.mark.parametrize("return_softmax", [False, True])
-def test_fakes_agree_with_the_emulated_kernels(emulated, return_softmax):
+# The CPU counterpart of tests/gpu/test_opcheck.py: torch.library.opcheck runs every operator of
+# the emulated library (docs/operators.md schemas, these fakes) in eager mode, under FakeTensor
+# and through AOTDispatcher, and compares metadata and outputs.
+OPCHECK_UTILS = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic")
+
+
+def _opcheck(name, args):
+    torch.library.opcheck(getattr(torch.ops.flash_attn_mock, name).default, args, test_utils=OPCHECK_UTILS)
+
+
+@pytest.mark.parametrize(("dropout_p", "return_softmax"), [(0.0, False), (0.1, False), (0.1, True)])
+def test_fwd_and_bwd_fakes_agree_with_the_emulated_kernels(emulated, dropout_p, return_softmax):
     q = torch.randn(2, 100, 8, 64).half()
     k = torch.randn(2, 130, 2, 64).half()
-    torch.library.opcheck(
-        torch.ops.flash_attn_mock.fwd.default,
-        (q, k, k.clone(), None, 0.0, 0.125, True, -1, -1, 0.0, return_softmax, None),
-        test_utils=("test_schema", "test_faketensor"),
+    _opcheck("fwd", (q, k, k.clone(), None, dropout_p, 0.125, True, -1, -1, 0.0, return_softmax, None))
+    out, lse, _, rng = torch.ops.flash_attn_mock.fwd(q, k, k, None, dropout_p, 0.125, True, -1, -1, 0.0, False, None)
+    dout = torch.randn_like(out)
+    _opcheck("bwd", (dout, q, k, k.clone(), out, lse, None, dropout_p, 0.125, True, -1, 0, 0.0, False, rng))
+
+
+def test_varlen_fakes_agree_with_the_emulated_kernels(emulated):
+    lens = [5, 16, 9]
+    cu = torch.tensor([0, *lens], dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    q, k = torch.randn(30, 4, 64).half(), torch.randn(30, 2, 64).half()
+    scalars = (16, 16, 0.0, 0.125, False, True, -1, -1, 0.0)
+    _opcheck("varlen_fwd", (q, k, k.clone(), cu, cu.clone(), None, None, None, None, *scalars, False, None))
+    out, lse, _, rng = torch.ops.flash_attn_mock.varlen_fwd(
+        q, k, k, cu, cu, None, None, None, None, *scalars, False, None
     )
-    out, lse, _, rng = torch.ops.flash_attn_mock.fwd(q, k, k, None, 0.0, 0.125, True, -1, -1, 0.0, False, None)
-    torch.library.opcheck(
-        torch.ops.flash_attn_mock.bwd.default,
-        (torch.randn_like(out), q, k, k.clone(), out, lse, None, 0.0, 0.125, True, -1, 0, 0.0, False, rng),
-        test_utils=("test_schema", "test_faketensor"),
+    _opcheck(
+        "varlen_bwd", (torch.randn_like(out), q, k, k.clone(), out, lse, cu, cu.clone(), None, *scalars, False, rng)
     )
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_kvcache_fake_agrees_with_the_emulated_kernel(emulated, append):
+    q = torch.randn(2, 1, 8, 64).half()
+    k_cache, v_cache = torch.randn(2, 32, 2, 64).half(), torch.randn(2, 32, 2, 64).half()
+    new = (torch.randn(2, 1, 2, 64).half(), torch.randn(2, 1, 2, 64).half()) if append else (None, None)
+    seqlens = torch.tensor([4, 10], dtype=torch.int32)
+    args = (q, k_cache, v_cache, *new, seqlens, None, None, None, None, None, None, 0.125, True, -1, -1, 0.0, True, 0)
+    _opcheck("fwd_kvcache", args)
 
 
 def test_bind_refuses_an_incomplete_library():

@@ -1,6 +1,6 @@
 """tests/gpu/release_paths.py on CPU against the emulated library: a head dim the kernel set left
-out (256 here) is SKIP (not built) for every path, torch.compile ones included (Dynamo raises the
-KernelNotBuiltError wrapped in its own error)."""
+out (256 here) is SKIP (not built) for every path, torch.compile ones included (their graph calls
+the operator, whose "flash_attn was built without" RuntimeError is recognised as well)."""
 
 from __future__ import annotations
 

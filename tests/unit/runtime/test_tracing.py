@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from flash_attn import _checks, _loader, _tracing
+from flash_attn import _loader, _tracing
 
 
 def test_mark_is_what_torch_sets():
@@ -15,4 +15,3 @@ def test_mark_is_what_torch_sets():
     marked = torch.compiler.assume_constant_result(probe)
     assert vars(marked) == {_tracing.MARK: True}
     assert getattr(_loader.require_ready, _tracing.MARK) is True
-    assert getattr(_checks.require_kernels, _tracing.MARK) is True
