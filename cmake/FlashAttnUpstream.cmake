@@ -95,13 +95,19 @@ endfunction()
 #     OUT_VERSION  the pinned version, or a local tree's own (flash_attn_tree_version)
 #     OUT_SHA256   the sdist hash, or "" for a local tree
 #     OUT_FRESH    TRUE when the tree was (re)staged now, so the caller applies the deltas again
-#   The staged tree is reused while a stamp (source identity + hashes of STAMP_INPUTS, i.e. the
-#   delta code) is unchanged, so reconfiguring never touches file timestamps and Ninja stays idle.
+#   The staged tree is reused while a stamp (source identity, FLASH_ATTN_APPLY_DELTAS and hashes of
+#   STAMP_INPUTS, i.e. the delta code) is unchanged, so reconfiguring never touches file timestamps and Ninja stays idle.
 function(flash_attn_prepare_upstream)
   cmake_parse_arguments(arg "" "PYTHON;OUT_TREE;OUT_CUTLASS;OUT_SOURCE;OUT_VERSION;OUT_SHA256;OUT_FRESH" "STAMP_INPUTS"
                         ${ARGN})
   set(stage "${CMAKE_BINARY_DIR}/upstream")
-  set(identity "")
+  # Whether the deltas are applied is part of the staged tree's identity: switching
+  # FLASH_ATTN_APPLY_DELTAS in a reused build directory must restage, never keep a patched tree.
+  if(FLASH_ATTN_APPLY_DELTAS)
+    set(identity "deltas=on;")
+  else()
+    set(identity "deltas=off;")
+  endif()
   foreach(input IN LISTS arg_STAMP_INPUTS)
     file(SHA256 "${input}" h)
     string(APPEND identity "${h};")

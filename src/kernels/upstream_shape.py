@@ -217,7 +217,9 @@ def check_launch_templates(src: Path, flash_h: str) -> None:
         if not m:
             raise ShapeError(file, 0, f"the launch template {name}", "no declaration", [expected])
         if _without_names(tokens(m.group(0))) != _without_names(tokens(expected)):
-            raise ShapeError(file, _line_of(code, m.start()), f"the launch template {name}", _one_line(m.group(0)), [expected])
+            raise ShapeError(
+                file, _line_of(code, m.start()), f"the launch template {name}", _one_line(m.group(0)), [expected]
+            )
 
 
 def _without_names(toks: list[str]) -> list[str]:
@@ -237,7 +239,9 @@ def detect(tree: Path) -> dict:
     try:
         flash_h_path = src / "flash.h"
         if not flash_h_path.is_file():
-            raise ShapeError(flash_h_path, 0, "flash.h", "file missing", ["FlashAttention-2's csrc/flash_attn/src/flash.h"])
+            raise ShapeError(
+                flash_h_path, 0, "flash.h", "file missing", ["FlashAttention-2's csrc/flash_attn/src/flash.h"]
+            )
         flash_h = flash_h_path.read_text(encoding="utf-8", errors="replace")
         form, line = philox_form(src, flash_h)
         check_kernel_reads(src, form)
