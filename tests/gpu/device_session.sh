@@ -215,7 +215,9 @@ upstream)
 tree)
   [ -f "$W/tree_wheel.done" ] || background tree_wheel tree_wheel
   wait_for tree_wheel "$(left 150)" || {
-    echo "tree wheel: not ready (call the tree phase again; it keeps building)"; tail -25 "$W/tree_wheel.log"; exit 1
+    if [ -f "$W/tree_wheel.failed" ]; then echo "tree wheel: the build failed (a new call starts it again)"
+    else echo "tree wheel: not ready (call the tree phase again; it keeps building)"; fi
+    tail -25 "$W/tree_wheel.log"; exit 1
   }
   grep -E "^tree:|upstream shape|kernel deltas|patched|^\[[0-9]+/[0-9]+\]" "$W/tree_wheel.log" | tail -12 | tee "$R/tree_build.txt"
   wheel=$(ls "$W"/tree_dist/flash_attn-*.whl | head -1)
