@@ -5,8 +5,10 @@
 #   package's loader before the library is loaded) and a C++ header defining
 #   `kFlashAttnBuildInfoJson` with the same text (returned by torch.ops.flash_attn.build_info, so the
 #   library itself can say how it was built). Scalar keys: VERSION GROUP PTX_ARCH CUDA_VERSION
-#   TORCH_VERSION TORCH_CUDA_VERSION CXX11_ABI UPSTREAM_SOURCE UPSTREAM_SHA256 CXX_COMPILER
-#   CUDA_COMPILER FATBIN_COMPRESSION; list keys: ARCHS SASS. Booleans are CMake truth values.
+#   TORCH_VERSION TORCH_CUDA_VERSION CXX11_ABI UPSTREAM_SOURCE UPSTREAM_SHA256 UPSTREAM_PHILOX_ARGS
+#   CXX_COMPILER CUDA_COMPILER FATBIN_COMPRESSION; list keys: ARCHS SASS. Booleans are CMake truth
+#   values. UPSTREAM_SOURCE is "sdist", "sdist-file" or a local tree's path. With
+#   FLASH_ATTN_APPLY_DELTAS=OFF the delta settings are recorded as null (they had no effect).
 #   Beside what this build is, the record carries the project tables the runtime needs, so the
 #   installed package keeps no copy of them: "arch_groups" (each fixed group's SASS with this
 #   toolkit, flash_attn_arch_groups_sass), "min_arch" (archs.min_sm of build-manifest.json) and
@@ -37,8 +39,8 @@ endfunction()
 
 function(flash_attn_write_build_info)
   set(scalars VERSION GROUP PTX_ARCH CUDA_VERSION TORCH_VERSION TORCH_CUDA_VERSION CXX11_ABI UPSTREAM_SOURCE
-              UPSTREAM_VERSION UPSTREAM_SHA256 CXX_COMPILER CUDA_COMPILER FATBIN_COMPRESSION OUT_JSON OUT_HEADER
-              KERNELS_JSON)
+              UPSTREAM_VERSION UPSTREAM_SHA256 UPSTREAM_PHILOX_ARGS CXX_COMPILER CUDA_COMPILER FATBIN_COMPRESSION
+              OUT_JSON OUT_HEADER KERNELS_JSON)
   cmake_parse_arguments(arg "" "${scalars}" "ARCHS;SASS" ${ARGN})
   file(READ "${arg_KERNELS_JSON}" kernels)
   string(JSON kernel_set GET "${kernels}" kernel_set)
@@ -52,13 +54,19 @@ function(flash_attn_write_build_info)
   _flash_attn_json_bool(applied "${FLASH_ATTN_APPLY_DELTAS}")
   _flash_attn_json_bool(packed "${FLASH_ATTN_PACKED_FMA}")
   _flash_attn_json_bool(broken "${FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET}")
+  set(threshold "${FLASH_ATTN_RESCALE_THRESHOLD}")
+  if(NOT FLASH_ATTN_APPLY_DELTAS)
+    set(threshold null)
+    set(packed null)
+    set(broken null)
+  endif()
   set(json "{}")
   foreach(pair "version;\"${arg_VERSION}\"" "group;\"${arg_GROUP}\"" "archs;${archs}" "sass;${sass}"
                "ptx_arch;${arg_PTX_ARCH}" "cuda_version;\"${arg_CUDA_VERSION}\""
                "torch_version;\"${arg_TORCH_VERSION}\"" "torch_cuda_version;\"${arg_TORCH_CUDA_VERSION}\""
                "cxx11_abi;${abi}" "kernel_set;\"${kernel_set}\"" "kernels;${kernel_list}"
-               "deltas;{\"applied\": ${applied}, \"rescale_threshold\": ${FLASH_ATTN_RESCALE_THRESHOLD}, \"packed_fma\": ${packed}, \"broken_no_max_reset\": ${broken}}"
-               "upstream;{\"version\": \"${arg_UPSTREAM_VERSION}\", \"sha256\": \"${arg_UPSTREAM_SHA256}\", \"source\": \"${arg_UPSTREAM_SOURCE}\"}"
+               "deltas;{\"applied\": ${applied}, \"rescale_threshold\": ${threshold}, \"packed_fma\": ${packed}, \"broken_no_max_reset\": ${broken}}"
+               "upstream;{\"version\": \"${arg_UPSTREAM_VERSION}\", \"sha256\": \"${arg_UPSTREAM_SHA256}\", \"source\": \"${arg_UPSTREAM_SOURCE}\", \"philox_args\": \"${arg_UPSTREAM_PHILOX_ARGS}\"}"
                "compilers;{\"cxx\": \"${arg_CXX_COMPILER}\", \"cuda\": \"${arg_CUDA_COMPILER}\"}"
                "fatbin_compression;\"${arg_FATBIN_COMPRESSION}\"" "head_dims;${head_dims}"
                "arch_groups;${arch_groups}" "min_arch;${min_arch}")

@@ -10,7 +10,8 @@
 #
 # flash_attn_apply_deltas(PYTHON <exe> TREE <staged root>)
 #   Applies the deltas in place (idempotent); FATAL_ERROR with the script's message when the tree
-#   does not have the shape the deltas expect.
+#   does not have the shape the deltas expect (exit 2), or already carries its own rescale skip or
+#   packed FMA (exit 3: the message lists file:line of each marker and suggests --apply-deltas OFF).
 # flash_attn_delta_definitions(<out var>)
 #   Compile definitions for the kernel units.
 # Defaults and help texts: options.<name> in build-manifest.json.
@@ -41,7 +42,11 @@ function(flash_attn_apply_deltas)
   endif()
   execute_process(COMMAND "${arg_PYTHON}" "${FLASH_ATTN_DELTA_SCRIPT}" --tree "${arg_TREE}"
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(NOT rc EQUAL 0)
+  if(rc EQUAL 3)
+    message(FATAL_ERROR "${err}\nflash_attn: refused to apply the kernel deltas to a tree that carries its own "
+                        "version of them (see above); nothing was compiled. Rebuild with --apply-deltas OFF "
+                        "(FLASH_ATTN_APPLY_DELTAS=OFF) to build the tree as it is.")
+  elseif(NOT rc EQUAL 0)
     message(FATAL_ERROR "${err}\nflash_attn: the kernel deltas do not fit this upstream tree. Use the pinned sdist, "
                         "or build a fork that carries its own version with FLASH_ATTN_APPLY_DELTAS=OFF.")
   endif()

@@ -37,17 +37,18 @@ function(flash_attn_generate_units)
   set(${arg_OUT_KERNELS_JSON} "${arg_OUT_DIR}/kernels.json" PARENT_SCOPE)
 endfunction()
 
-# flash_attn_compile_pool(TARGET <target> UNITS <n units> GENCODES <n gencode targets> [JOBS <n>])
-#   Puts the target's compiles into a Ninja job pool `flash_attn_nvcc` sized so that parallel
-#   nvcc processes fit in memory: min(logical cores, available memory / GiB per nvcc), at least 1.
-#   GiB per nvcc is build.nvcc_memory_gib of build-manifest.json (7: the peak of the heaviest
-#   unit, bwd hdim256 sm_90, 6.9 GB). JOBS (or the
+# flash_attn_compile_pool(TARGET <target> UNITS <n units> GENCODES <n gencode targets> [JOBS <n>]
+#                         [ALSO <targets...>])
+#   Puts the compiles of the target (and of the ALSO targets) into a Ninja job pool `flash_attn_nvcc`
+#   sized so that parallel nvcc processes fit in memory: min(logical cores, available memory / GiB
+#   per nvcc), at least 1. GiB per nvcc is build.nvcc_memory_gib of build-manifest.json (7: the peak
+#   of the heaviest unit, bwd hdim256 sm_90, 6.9 GB). JOBS (or the
 #   FLASH_ATTN_JOBS cache variable / environment variable) overrides the computed size.
 #   When there are fewer units than jobs (small kernel sets), the spare jobs go to nvcc
 #   --threads, which compiles a unit's gencode targets in parallel: threads = min(GENCODES,
 #   jobs / UNITS), so units x threads never exceeds the job count the memory allows.
 function(flash_attn_compile_pool)
-  cmake_parse_arguments(arg "" "TARGET;JOBS;UNITS;GENCODES" "" ${ARGN})
+  cmake_parse_arguments(arg "" "TARGET;JOBS;UNITS;GENCODES" "ALSO" ${ARGN})
   set(jobs "${arg_JOBS}")
   if(NOT jobs AND DEFINED ENV{FLASH_ATTN_JOBS})
     set(jobs "$ENV{FLASH_ATTN_JOBS}")
@@ -72,7 +73,7 @@ function(flash_attn_compile_pool)
     message(FATAL_ERROR "flash_attn: FLASH_ATTN_JOBS='${jobs}' is not a positive integer.")
   endif()
   set_property(GLOBAL APPEND PROPERTY JOB_POOLS flash_attn_nvcc=${jobs})
-  set_property(TARGET ${arg_TARGET} PROPERTY JOB_POOL_COMPILE flash_attn_nvcc)
+  set_property(TARGET ${arg_TARGET} ${arg_ALSO} PROPERTY JOB_POOL_COMPILE flash_attn_nvcc)
   set(threads 1)
   if(arg_UNITS GREATER 0)
     math(EXPR threads "${jobs} / ${arg_UNITS}")
@@ -85,4 +86,18 @@ function(flash_attn_compile_pool)
   endif()
   message(STATUS "flash_attn: ${jobs} parallel compile jobs (${why}); nvcc --threads=${threads} "
                  "for ${arg_UNITS} units x ${arg_GENCODES} gencode targets")
+endfunction()
+
+# flash_attn_compile_first(FIRST <target> THEN <target>)
+#   No object of THEN starts compiling before every object of FIRST has compiled (an order-only
+#   dependency through the utility target `<FIRST>_compiled`; with Ninja, plain add_dependencies
+#   between two object libraries would order nothing but generated headers). Used so that the
+#   binding and dispatch sources, which depend on the shape of the upstream declarations, fail in
+#   the first minute instead of after hours of kernel units. Editing a FIRST source recompiles only
+#   that source: the dependency orders, it does not invalidate.
+function(flash_attn_compile_first)
+  cmake_parse_arguments(arg "" "FIRST;THEN" "" ${ARGN})
+  add_custom_target(${arg_FIRST}_compiled)
+  add_dependencies(${arg_FIRST}_compiled ${arg_FIRST})
+  add_dependencies(${arg_THEN} ${arg_FIRST}_compiled)
 endfunction()

@@ -87,19 +87,27 @@ function(flash_attn_check_tree root what)
 endfunction()
 
 # flash_attn_prepare_upstream(PYTHON <exe> STAMP_INPUTS <files...> OUT_TREE <var> OUT_CUTLASS <var>
-#                             OUT_SOURCE <var> OUT_SHA256 <var> OUT_FRESH <var>)
+#                             OUT_SOURCE <var> OUT_VERSION <var> OUT_SHA256 <var> OUT_FRESH <var>)
 #   Prepares ${CMAKE_BINARY_DIR}/upstream and returns:
 #     OUT_TREE     root of the tree to compile (its csrc/flash_attn is ours to patch)
 #     OUT_CUTLASS  CUTLASS include directory (FLASH_ATTN_CUTLASS_DIR overrides the tree's csrc/cutlass)
-#     OUT_SOURCE   "sdist", "sdist-file" or "dir"
+#     OUT_SOURCE   "sdist", "sdist-file", or the absolute path of a local tree (FLASH_ATTN_SOURCE_DIR)
+#     OUT_VERSION  the pinned version, or a local tree's own (flash_attn_tree_version)
 #     OUT_SHA256   the sdist hash, or "" for a local tree
 #     OUT_FRESH    TRUE when the tree was (re)staged now, so the caller applies the deltas again
-#   The staged tree is reused while a stamp (source identity + hashes of STAMP_INPUTS, i.e. the
-#   delta code) is unchanged, so reconfiguring never touches file timestamps and Ninja stays idle.
+#   The staged tree is reused while a stamp (source identity, FLASH_ATTN_APPLY_DELTAS and hashes of
+#   STAMP_INPUTS, i.e. the delta code) is unchanged, so reconfiguring never touches file timestamps and Ninja stays idle.
 function(flash_attn_prepare_upstream)
-  cmake_parse_arguments(arg "" "PYTHON;OUT_TREE;OUT_CUTLASS;OUT_SOURCE;OUT_SHA256;OUT_FRESH" "STAMP_INPUTS" ${ARGN})
+  cmake_parse_arguments(arg "" "PYTHON;OUT_TREE;OUT_CUTLASS;OUT_SOURCE;OUT_VERSION;OUT_SHA256;OUT_FRESH" "STAMP_INPUTS"
+                        ${ARGN})
   set(stage "${CMAKE_BINARY_DIR}/upstream")
-  set(identity "")
+  # Whether the deltas are applied is part of the staged tree's identity: switching
+  # FLASH_ATTN_APPLY_DELTAS in a reused build directory must restage, never keep a patched tree.
+  if(FLASH_ATTN_APPLY_DELTAS)
+    set(identity "deltas=on;")
+  else()
+    set(identity "deltas=off;")
+  endif()
   foreach(input IN LISTS arg_STAMP_INPUTS)
     file(SHA256 "${input}" h)
     string(APPEND identity "${h};")
@@ -110,6 +118,7 @@ function(flash_attn_prepare_upstream)
     flash_attn_check_tree("${user_tree}" "FLASH_ATTN_SOURCE_DIR")
     set(source "dir")
     set(sha "")
+    flash_attn_tree_version("${user_tree}" version)
     # A local tree can change under us: include its kernel files' hashes in the stamp.
     file(GLOB_RECURSE kernel_files LIST_DIRECTORIES false "${user_tree}/csrc/flash_attn/*")
     list(SORT kernel_files)
@@ -130,6 +139,7 @@ function(flash_attn_prepare_upstream)
     endif()
     flash_attn_verify_sdist("${sdist}")
     set(sha "${FLASH_ATTN_UPSTREAM_SHA256}")
+    set(version "${FLASH_ATTN_UPSTREAM_VERSION}")
     set(identity "sdist:${sha};${identity}")
     set(cutlass_default "${stage}/csrc/cutlass/include")
   endif()
@@ -175,12 +185,69 @@ function(flash_attn_prepare_upstream)
 
   set(${arg_OUT_TREE} "${stage}" PARENT_SCOPE)
   set(${arg_OUT_CUTLASS} "${cutlass}" PARENT_SCOPE)
+  if(source STREQUAL "dir")
+    set(source "${user_tree}")
+  endif()
   set(${arg_OUT_SOURCE} "${source}" PARENT_SCOPE)
+  if(arg_OUT_VERSION)
+    set(${arg_OUT_VERSION} "${version}" PARENT_SCOPE)
+  endif()
   set(${arg_OUT_SHA256} "${sha}" PARENT_SCOPE)
   set(${arg_OUT_FRESH} ${fresh} PARENT_SCOPE)
   # The stamp is written by the caller once the deltas are applied (flash_attn_commit_upstream).
   set(FLASH_ATTN_UPSTREAM_STAMP_FILE "${stamp_file}" PARENT_SCOPE)
   set(FLASH_ATTN_UPSTREAM_STAMP_VALUE "${stamp_value}" PARENT_SCOPE)
+endfunction()
+
+# flash_attn_upstream_shape(PYTHON <exe> TREE <staged root> OUT_DEFINITIONS <var> OUT_PHILOX_ARGS <var>)
+#   Reads the declarations of the tree's flash.h that the binding touches (src/kernels/upstream_shape.py:
+#   Flash_fwd_params::philox_args, rng_state, the launch templates) and returns the binding's compile
+#   definitions (FLASH_ATTN_PHILOX_ARGS_WORDS=0 for at::PhiloxCudaState in 2.8.3.post2, =4 for the
+#   uint64_t[4] of upstream main) and the philox_args form for the build info. A shape the binding does
+#   not know stops the configure (FATAL_ERROR naming the file, line, declaration found and the ones
+#   expected), before anything is compiled.
+function(flash_attn_upstream_shape)
+  cmake_parse_arguments(arg "" "PYTHON;TREE;OUT_DEFINITIONS;OUT_PHILOX_ARGS" "" ${ARGN})
+  set(script "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../src/kernels/upstream_shape.py")
+  cmake_path(NORMAL_PATH script)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${script}")
+  execute_process(COMMAND "${arg_PYTHON}" "${script}" --tree "${arg_TREE}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    if(FLASH_ATTN_SOURCE_DIR)
+      set(origin "FLASH_ATTN_SOURCE_DIR=${FLASH_ATTN_SOURCE_DIR}")
+    else()
+      set(origin "the flash-attn ${FLASH_ATTN_UPSTREAM_VERSION} sdist")
+    endif()
+    message(FATAL_ERROR "${err}\nflash_attn: refused the upstream tree (${origin}, staged in ${arg_TREE}) before "
+                        "compiling anything: the binding does not fit its declarations (see above).")
+  endif()
+  string(JSON summary GET "${out}" summary)
+  string(JSON philox GET "${out}" philox_args)
+  string(JSON count LENGTH "${out}" definitions)
+  set(defs "")
+  math(EXPR last "${count} - 1")
+  foreach(i RANGE ${last})
+    string(JSON d GET "${out}" definitions ${i})
+    list(APPEND defs "${d}")
+  endforeach()
+  message(STATUS "flash_attn: upstream shape: ${summary} -> ${defs}")
+  set(${arg_OUT_DEFINITIONS} "${defs}" PARENT_SCOPE)
+  set(${arg_OUT_PHILOX_ARGS} "${philox}" PARENT_SCOPE)
+endfunction()
+
+# flash_attn_tree_version(<tree root> <out var>)
+#   The __version__ of a local tree's flash_attn/__init__.py (e.g. "2.8.4"), or "unknown" when it
+#   has none: recorded in the build info instead of the pinned version, which a local tree is not.
+function(flash_attn_tree_version root out_var)
+  set(version "unknown")
+  if(EXISTS "${root}/flash_attn/__init__.py")
+    file(STRINGS "${root}/flash_attn/__init__.py" lines REGEX "^__version__ *= *[\"'][^\"']+[\"']")
+    if(lines MATCHES "[\"']([^\"']+)[\"']")
+      set(version "${CMAKE_MATCH_1}")
+    endif()
+  endif()
+  set(${out_var} "${version}" PARENT_SCOPE)
 endfunction()
 
 # flash_attn_commit_upstream()

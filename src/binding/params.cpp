@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <mutex>
+#include <type_traits>
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
@@ -259,6 +261,38 @@ void check_rng_state(const at::Tensor& s, const ArgChecker& chk, const c10::Devi
              "), got a tensor on ", s.device());
 }
 
+// Flash_fwd_params::philox_args has had two shapes upstream; cmake/FlashAttnUpstream.cmake reads
+// the tree's flash.h (src/kernels/upstream_shape.py) and passes FLASH_ATTN_PHILOX_ARGS_WORDS:
+//   0  an at::PhiloxCudaState member (flash-attn 2.8.3.post2 and earlier);
+//   4  uint64_t[4], an opaque buffer holding the bytes of an at::PhiloxCudaState that the forward
+//      kernel reinterprets as one (upstream main since PR #2669). With torch 2.14's layout the words
+//      are: 0 seed (or a pointer to it), 1 offset (or a pointer to it), 2 the in-graph offset,
+//      3 the "captured" flag in its low byte.
+#ifndef FLASH_ATTN_PHILOX_ARGS_WORDS
+#error "FLASH_ATTN_PHILOX_ARGS_WORDS is set by cmake/FlashAttnUpstream.cmake from the tree's flash.h"
+#elif FLASH_ATTN_PHILOX_ARGS_WORDS == 0
+static_assert(std::is_same_v<decltype(FwdParams::philox_args), at::PhiloxCudaState>,
+              "FLASH_ATTN_PHILOX_ARGS_WORDS=0 but flash.h does not declare at::PhiloxCudaState philox_args");
+void store_philox(FwdParams& p, const at::PhiloxCudaState& state) { p.philox_args = state; }
+#elif FLASH_ATTN_PHILOX_ARGS_WORDS == 4
+static_assert(std::is_same_v<decltype(FwdParams::philox_args), uint64_t[4]>,
+              "FLASH_ATTN_PHILOX_ARGS_WORDS=4 but flash.h does not declare uint64_t philox_args[4]");
+// The kernel reads the buffer as an at::PhiloxCudaState: it must fit, be aligned enough, and be a
+// plain bundle of bytes (the whole parameter block is copied to the device by value).
+static_assert(sizeof(at::PhiloxCudaState) <= sizeof(FwdParams::philox_args),
+              "this torch's at::PhiloxCudaState does not fit in Flash_fwd_params::philox_args");
+static_assert(alignof(at::PhiloxCudaState) <= alignof(uint64_t),
+              "this torch's at::PhiloxCudaState needs more alignment than Flash_fwd_params::philox_args has");
+static_assert(std::is_trivially_copyable_v<at::PhiloxCudaState>,
+              "at::PhiloxCudaState must be trivially copyable to travel in Flash_fwd_params::philox_args");
+void store_philox(FwdParams& p, const at::PhiloxCudaState& state) {
+  std::memset(p.philox_args, 0, sizeof(p.philox_args));  // defined bytes in the unused tail too
+  std::memcpy(p.philox_args, &state, sizeof(state));
+}
+#else
+#error "unknown FLASH_ATTN_PHILOX_ARGS_WORDS (0 or 4, see src/kernels/upstream_shape.py)"
+#endif
+
 }  // namespace
 
 at::Tensor set_forward_rng(FwdParams& p, double dropout_p, const std::optional<at::Tensor>& given,
@@ -266,7 +300,7 @@ at::Tensor set_forward_rng(FwdParams& p, double dropout_p, const std::optional<a
                            at::Tensor& keep_alive) {
   at::Tensor used = at::empty({2}, at::TensorOptions().dtype(at::kLong).device(device));
   p.rng_state = reinterpret_cast<uint64_t*>(used.data_ptr());
-  p.philox_args = at::PhiloxCudaState{};
+  store_philox(p, at::PhiloxCudaState{});
 
   if (given.has_value()) {
     check_rng_state(*given, chk, device);
@@ -275,13 +309,13 @@ at::Tensor set_forward_rng(FwdParams& p, double dropout_p, const std::optional<a
         // Known on the host: pass by value.
         const at::Tensor host = given->contiguous();
         const int64_t* v = host.const_data_ptr<int64_t>();
-        p.philox_args = at::PhiloxCudaState(static_cast<uint64_t>(v[0]), static_cast<uint64_t>(v[1]));
+        store_philox(p, at::PhiloxCudaState(static_cast<uint64_t>(v[0]), static_cast<uint64_t>(v[1])));
       } else {
         // On the device: let the kernel read it (the "captured" form of the Philox state, which
         // dereferences both pointers at run time).  No host synchronisation needed.
         keep_alive = given->contiguous();
         int64_t* v = keep_alive.data_ptr<int64_t>();
-        p.philox_args = at::PhiloxCudaState(v, v + 1, 0);
+        store_philox(p, at::PhiloxCudaState(v, v + 1, 0));
       }
     }
   } else if (dropout_p > 0.0) {
@@ -289,7 +323,7 @@ at::Tensor set_forward_rng(FwdParams& p, double dropout_p, const std::optional<a
     auto* gen = at::check_generator<at::CUDAGeneratorImpl>(gen_handle);
     // The generator is shared by every thread of the process.
     std::lock_guard<std::mutex> lock(gen->mutex_);
-    p.philox_args = gen->philox_cuda_state(static_cast<uint64_t>(philox_increment(p)));
+    store_philox(p, gen->philox_cuda_state(static_cast<uint64_t>(philox_increment(p))));
   }
   return used;
 }

@@ -20,8 +20,14 @@ differs), so a second run is a no-op.  Files are written to a temporary file and
 half-written.  Thresholds and switches are not baked in: the patched code reads the macros
 FLASH_ATTN_RESCALE_THRESHOLD, FLASH_ATTN_PACKED_FMA and FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET.
 
+A tree that carries its own rescale skip or packed FMA (a fork such as ussoewwin/flash-attention,
+whose softmax.h has a ``Use_rescale_threshold`` template parameter and ``fma_f32x2``) is refused
+before anything is written: patching it would mix two kernel lines that neither side tested.  The
+message names each marker found (file, line) and suggests building the tree as it is with
+``--apply-deltas OFF`` (FLASH_ATTN_APPLY_DELTAS=OFF).
+
 Exit status: 0 applied or already applied; 2 the tree does not match (or was patched by another
-version of these deltas).
+version of these deltas); 3 the tree carries its own version of the deltas' changes.
 """
 
 from __future__ import annotations
@@ -42,6 +48,17 @@ HEADER_SOURCE = Path(__file__).resolve().parent / "deltas" / HEADER_NAME
 KERNEL_DIR = Path("csrc") / "flash_attn" / "src"
 
 EXIT_MISMATCH = 2
+EXIT_FOREIGN = 3
+
+# Signs that a tree already carries its own kernel change of the kind A-1 / A-2 make (matched in
+# comment-free code of csrc/flash_attn/src/*.h and *.cuh, our header excepted). The fork
+# ussoewwin/flash-attention has `Use_rescale_threshold` (template parameter of softmax_rescale_o,
+# threshold -0.01) and `fma_f32x2` (an fma.rn.f32x2 helper in scale_apply_exp2).
+FOREIGN_MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("rescale skip (like A-1)", re.compile(r"\b\w*rescale\w*threshold\w*\b", re.IGNORECASE)),
+    ("packed FMA (like A-2)", re.compile(r"\bfma_f32x2\b|\bfma\.rn(?:\.ftz)?\.f32x2\b|\b__ffma2_r[nzdu]\b")),
+)
+FOREIGN_SHOWN = 8  # findings listed in the message; the rest are counted
 
 
 class DeltaShapeError(Exception):
@@ -52,6 +69,24 @@ class DeltaShapeError(Exception):
         self.anchor = anchor
         self.problem = problem
         super().__init__(f"{file}: {problem}: expected anchor `{anchor}`")
+
+
+class ForeignDeltasError(DeltaShapeError):
+    """The tree already carries its own rescale skip or packed FMA; findings are (file, line, kind, code)."""
+
+    def __init__(self, findings: list[tuple[str, int, str, str]]):
+        self.findings = findings
+        shown = [f"  {f}:{line}: {kind}: `{code}`" for f, line, kind, code in findings[:FOREIGN_SHOWN]]
+        if len(findings) > FOREIGN_SHOWN:
+            shown.append(f"  ... and {len(findings) - FOREIGN_SHOWN} more")
+        problem = (
+            "the tree already carries its own kernel changes of the kind the deltas make:\n"
+            + "\n".join(shown)
+            + "\napplying A-1/A-2 on top would mix two kernel lines that neither side tested; build the tree as it "
+            "is with --apply-deltas OFF (nox -s wheel_custom -- ... --apply-deltas OFF, or FLASH_ATTN_APPLY_DELTAS=OFF)"
+        )
+        Exception.__init__(self, problem)
+        self.file, self.anchor, self.problem = findings[0][0], "", problem
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,6 +343,20 @@ def _write_atomic(path: Path, text: str, crlf: bool) -> None:
         raise
 
 
+def foreign_deltas(tree: Path) -> list[tuple[str, int, str, str]]:
+    """Markers of the tree's own rescale skip / packed FMA as (file relative to tree, line, kind, code line)."""
+    kdir = tree / KERNEL_DIR
+    found = []
+    for path in sorted(p for p in kdir.iterdir() if p.suffix in (".h", ".cuh") and p.name != HEADER_NAME):
+        code = _code_only(_read(path)[0])
+        lines = code.split("\n")
+        for number, line in enumerate(lines, start=1):
+            for kind, rx in FOREIGN_MARKERS:
+                if rx.search(line):
+                    found.append((path.relative_to(tree).as_posix(), number, kind, " ".join(line.split())))
+    return found
+
+
 def plan(tree: Path) -> list[Change]:
     """Verify the tree and return the changes to make (empty when already applied)."""
     kdir = tree / KERNEL_DIR
@@ -319,15 +368,16 @@ def plan(tree: Path) -> list[Change]:
     header_text = HEADER_SOURCE.read_text(encoding="utf-8")
 
     changes: list[Change] = []
-    check_forward_kernel(_read(fwd)[0], str(fwd))
-
     text, crlf = _read(softmax)
     found = re.search(re.escape(MARKER_PREFIX) + r"(\d+)", text)
+    if found and int(found.group(1)) != DELTAS_VERSION:
+        raise DeltaShapeError(
+            str(softmax), MARKER, f"already patched by deltas v{found.group(1)}; re-extract the upstream tree"
+        )
+    if not found and (foreign := foreign_deltas(tree)):
+        raise ForeignDeltasError(foreign)
+    check_forward_kernel(_read(fwd)[0], str(fwd))
     if found:
-        if int(found.group(1)) != DELTAS_VERSION:
-            raise DeltaShapeError(
-                str(softmax), MARKER, f"already patched by deltas v{found.group(1)}; re-extract the upstream tree"
-            )
         for anchor in (f'#include "{HEADER_NAME}"', A1_CALL.split("(")[0], A2_CALL.split("(")[0]):
             if anchor not in text:
                 raise DeltaShapeError(
@@ -371,6 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         lines = apply(args.tree, check_only=args.check_only)
+    except ForeignDeltasError as e:
+        print(f"apply_deltas: error: {e}", file=sys.stderr)
+        return EXIT_FOREIGN
     except DeltaShapeError as e:
         print(f"apply_deltas: error: {e}", file=sys.stderr)
         print(

@@ -6,6 +6,9 @@
 #   bash tests/gpu/device_session.sh test      # GPU checks and benchmarks on a quiet machine (~6 min),
 #                                              #   then starts upstream's build in the background
 #   bash tests/gpu/device_session.sh upstream  # waits for upstream's build, writes the build report
+#   bash tests/gpu/device_session.sh tree      # a local upstream tree (.trees/<name>.tar.gz, e.g. upstream
+#                                              #   main): its wheel for sm_90, release paths + dropout (~8 min;
+#                                              #   call it again if it says the build is not ready)
 #
 # A later lease can rerun the GPU checks without building: `build` (or `test`, if it was the
 # call that waited for the wheel) returns the wheel as $OUT/<wheel>.partNN pieces of 15 MiB;
@@ -14,7 +17,9 @@
 # results always come back; builds started in the background keep running for the next call.
 #
 # Needs, carried with the working tree (ignored by git): .whl/ (cmake, scikit-build-core, wheel,
-# pathspec wheels for Python 3.12) and .sdist/flash_attn-2.8.3.post2.tar.gz. Work lives in
+# pathspec wheels for Python 3.12) and .sdist/flash_attn-2.8.3.post2.tar.gz; the tree phase also
+# .trees/<name>.tar.gz (root holding csrc/flash_attn and flash_attn/__init__.py; CUTLASS comes from
+# the pinned sdist, as for `--cutlass-dir`). Work lives in
 # /tmp/fa (kept between calls while the machine stays warm). Each phase packs its logs and
 # reports into $OUT/<phase>.tgz (the tool returns at most 8 files), plus a few plain files.
 #
@@ -125,6 +130,25 @@ start_ci_build() {  # name compression
   export CI_NAME CI_COMPRESSION
   background "$1" ci_build
 }
+# A local tree (tree phase): kernel set TREE_KSET (head dim 64, forward, split-KV and backward: every
+# path release_paths.py runs at D=64), default deltas, built straight into a wheel.
+TREE_KSET=${TREE_KSET:-fwd_hdim64_*,bwd_hdim64_*,fwd_split_hdim64_*}
+tree_wheel() {
+  local tgz root
+  tgz=${TREE_TGZ:-$(ls "$ROOT"/.trees/*.tar.gz 2>/dev/null | head -1)}
+  [ -f "$tgz" ] || { echo "no tree: carry .trees/<name>.tar.gz (or set TREE_TGZ)"; return 1; }
+  rm -rf "$W/tree" "$W/tree_dist" && mkdir -p "$W/tree/src" "$W/tree/pin" || return 1
+  tar xzf "$tgz" -C "$W/tree/src" || return 1
+  root=$(dirname "$(find "$W/tree/src" -path '*/csrc/flash_attn/src/flash.h' | head -1)")/../../..
+  tar xzf "$SDIST" -C "$W/tree/pin" flash_attn-2.8.3.post2/csrc/cutlass/include || return 1
+  echo "tree: $tgz -> $(readlink -f "$root")"
+  python3 -m build --wheel --no-isolation --skip-dependency-check -o "$W/tree_dist" -C build-dir="$W/tree/build" \
+    -C cmake.define.FLASH_ATTN_ARCH_GROUP=custom -C cmake.define.FLASH_ATTN_CUDA_ARCHS="$ARCHS" \
+    -C cmake.define.FLASH_ATTN_KERNEL_SET="$TREE_KSET" -C cmake.define.FLASH_ATTN_JOBS="$JOBS" \
+    -C cmake.define.FLASH_ATTN_SOURCE_DIR="$(readlink -f "$root")" \
+    -C cmake.define.FLASH_ATTN_CUTLASS_DIR="$W/tree/pin/flash_attn-2.8.3.post2/csrc/cutlass/include" "$ROOT"
+}
+export TREE_KSET
 return_wheel() {  # the wheel back to this machine, in pieces the tool accepts (16 MiB each)
   split -b 15M -d "$1" "$OUT/$(basename "$1").part"
   sha256sum "$1" | tee "$R/wheel.sha256"
@@ -190,5 +214,24 @@ upstream)
   grep -q '"state": "done"' "$W/up/status.json" 2>/dev/null || { echo "upstream build: not done"; rc=1; }
   exit $rc
   ;;
-*) echo "usage: device_session.sh build|test|upstream" >&2; exit 2 ;;
+tree)
+  [ -f "$W/tree_wheel.done" ] || background tree_wheel tree_wheel
+  wait_for tree_wheel "$(left 150)" || {
+    if [ -f "$W/tree_wheel.failed" ]; then echo "tree wheel: the build failed (a new call starts it again)"
+    else echo "tree wheel: not ready (call the tree phase again; it keeps building)"; fi
+    tail -25 "$W/tree_wheel.log"; exit 1
+  }
+  grep -E "^tree:|upstream shape|kernel deltas|patched|^\[[0-9]+/[0-9]+\]" "$W/tree_wheel.log" | tail -12 | tee "$R/tree_build.txt"
+  wheel=$(ls "$W"/tree_dist/flash_attn-*.whl | head -1)
+  sha256sum "$wheel" | tee "$R/wheel.sha256"
+  rm -rf "$W/site_tree"; python3 -m pip install -q --no-deps --no-index --target "$W/site_tree" "$wheel" || exit 3
+  cd "$W" || exit 3  # never import the checkout's flash_attn/
+  TREE_SITE="$W/site_tree${PYTHONPATH:+:$PYTHONPATH}"
+  PYTHONPATH="$TREE_SITE" step build_info 140 python3 -m flash_attn
+  PYTHONPATH="$TREE_SITE" step release_paths 60 python3 "$ROOT/tests/gpu/release_paths.py" --dtype all || rc=1
+  PYTHONPATH="$TREE_SITE" step dropout_fp16 30 python3 "$ROOT/tests/gpu/dropout_rng.py" --dtype fp16 || rc=1
+  PYTHONPATH="$TREE_SITE" step dropout_bf16 5 python3 "$ROOT/tests/gpu/dropout_rng.py" --dtype bf16 || rc=1
+  exit $rc
+  ;;
+*) echo "usage: device_session.sh build|test|upstream|tree" >&2; exit 2 ;;
 esac

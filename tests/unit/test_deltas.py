@@ -187,6 +187,98 @@ def test_crlf_tree_keeps_line_endings(tree: Path):
 
 
 # ---------------------------------------------------------------------------------------------
+# Trees that carry their own version of the deltas (like the fork ussoewwin/flash-attention)
+
+RESCALE_TEMPLATE = "template<bool Is_first, bool Check_inf=false, typename Tensor0, typename Tensor1>"
+FORK_TEMPLATE = RESCALE_TEMPLATE.replace("Check_inf=false,", "Check_inf=false, bool Use_rescale_threshold=false,")
+UTILS_INCLUDE = '#include "utils.h"'
+FORK_FMA_HELPER = (
+    "__forceinline__ __device__ void fma_f32x2(float &d0, float &d1, float a0, float a1, float b, float c) {\n"
+    '    asm("fma.rn.f32x2 ..." : "=f"(d0), "=f"(d1) : "f"(a0), "f"(a1), "f"(b), "f"(c));\n'
+    "}\n"
+)
+
+
+def fork_style(tree: Path) -> Path:
+    """The pinned softmax.h with its own rescale threshold template parameter and an fma_f32x2 helper."""
+    path = softmax_h(tree)
+    text = path.read_text()
+    assert text.count(RESCALE_TEMPLATE) == 1 and text.count(UTILS_INCLUDE) == 1, "test precondition: upstream changed"
+    path.write_text(
+        text.replace(RESCALE_TEMPLATE, FORK_TEMPLATE).replace(UTILS_INCLUDE, UTILS_INCLUDE + "\n" + FORK_FMA_HELPER)
+    )
+    return tree
+
+
+def _line(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), start=1) if text in line)
+
+
+def test_fork_style_tree_is_refused_naming_each_marker(tree: Path):
+    path = softmax_h(fork_style(tree))
+    before = path.read_bytes()
+    for extra in ([], ["--check-only"]):
+        r = run_script("--tree", str(tree), *extra)
+        assert r.returncode == 3, r.stdout + r.stderr
+        rel = "csrc/flash_attn/src/softmax.h"
+        assert f"{rel}:{_line(path, 'Use_rescale_threshold')}: rescale skip (like A-1)" in r.stderr, r.stderr
+        assert f"{rel}:{_line(path, 'void fma_f32x2(')}: packed FMA (like A-2)" in r.stderr, r.stderr
+        assert f"{rel}:{_line(path, 'fma.rn.f32x2')}: packed FMA (like A-2)" in r.stderr, r.stderr
+        assert "--apply-deltas OFF" in r.stderr and "FLASH_ATTN_APPLY_DELTAS=OFF" in r.stderr
+    assert path.read_bytes() == before  # nothing written, no hybrid
+    assert not (tree / KERNEL_DIR / "flash_attn_wheels_deltas.h").exists()
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "kind"),
+    [
+        (
+            "softmax.h",
+            RESCALE_TEMPLATE,
+            RESCALE_TEMPLATE.replace("typename Tensor0", "int RescaleThreshold, typename Tensor0"),
+            "rescale skip",
+        ),
+        (
+            "softmax.h",
+            UTILS_INCLUDE,
+            UTILS_INCLUDE + "\nstatic constexpr float kRescaleSkipThreshold = -0.01f;",
+            "rescale skip",
+        ),
+        (
+            "softmax.h",
+            UTILS_INCLUDE,
+            UTILS_INCLUDE + '\ninline __device__ void f2() { asm("fma.rn.ftz.f32x2 %0, %1, %2, %3;"); }',
+            "packed FMA",
+        ),
+        (
+            "flash_fwd_kernel.h",
+            "softmax.template softmax_rescale_o</*Is_first=*/false",
+            "softmax.template softmax_rescale_o</*Is_first=*/false, /*Check_inf=*/false, RescaleThreshold",
+            "rescale skip",
+        ),
+    ],
+)
+def test_a_single_marker_anywhere_in_the_headers_is_refused(tree: Path, file: str, old: str, new: str, kind: str):
+    path = tree / KERNEL_DIR / file
+    text = path.read_text()
+    assert old in text, "test precondition: upstream changed"
+    path.write_text(text.replace(old, new, 1))
+    r = run_script("--tree", str(tree))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert f"csrc/flash_attn/src/{file}:" in r.stderr and kind in r.stderr, r.stderr
+
+
+def test_markers_in_comments_do_not_count(tree: Path):
+    path = softmax_h(tree)
+    text = path.read_text()
+    path.write_text(
+        text.replace(UTILS_INCLUDE, UTILS_INCLUDE + "\n// unlike fma_f32x2 or a RescaleThreshold, nothing here")
+    )
+    r = run_script("--tree", str(tree))
+    assert r.returncode == 0, r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
 # The math of A-1: a numpy model of the forward online softmax, one key block at a time, in the
 # kernel's order (last block first) and precision (fp32 state, P rounded to fp16 before P @ V).
 
