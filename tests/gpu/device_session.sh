@@ -9,6 +9,13 @@
 #   bash tests/gpu/device_session.sh tree      # a local upstream tree (.trees/<name>.tar.gz, e.g. upstream
 #                                              #   main): its wheel for sm_90, release paths + dropout (~8 min;
 #                                              #   call it again if it says the build is not ready)
+#   bash tests/gpu/device_session.sh bench     # the timed steps of `test` alone (validate, kernel benchmark
+#                                              #   with the host-overhead table), on the dev wheel of `build`
+#
+# Switches (environment): JOBS (16) and TREE_JOBS (JOBS) size the two builds; WITH_TREE=1 starts the
+# tree's build beside ours in the build phase (both fit 128 GB at JOBS=12 TREE_JOBS=6); TIMED=0 leaves
+# the timed steps out of `test` (run `bench` next); LOAD_COST=0 skips the ci builds and the load-cost
+# benchmark; UPSTREAM=0 does not start upstream's build at the end of `test`.
 #
 # A later lease can rerun the GPU checks without building: `build` (or `test`, if it was the
 # call that waited for the wheel) returns the wheel as $OUT/<wheel>.partNN pieces of 15 MiB;
@@ -35,7 +42,7 @@
 #            --upstream-mode units), 16 jobs, alone on the machine -> build benchmark
 # The A-1 builds of the first lease (threshold 8 / 0 / broken) are in docs/evidence/h200-2026-11-29.
 set -u
-phase=${1:?usage: device_session.sh build|test|upstream}
+phase=${1:?usage: device_session.sh build|test|upstream|tree|bench}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=${W:-/tmp/fa}
 OUT=${OUT:-$W/out}
@@ -144,11 +151,15 @@ tree_wheel() {
   echo "tree: $tgz -> $(readlink -f "$root")"
   python3 -m build --wheel --no-isolation --skip-dependency-check -o "$W/tree_dist" -C build-dir="$W/tree/build" \
     -C cmake.define.FLASH_ATTN_ARCH_GROUP=custom -C cmake.define.FLASH_ATTN_CUDA_ARCHS="$ARCHS" \
-    -C cmake.define.FLASH_ATTN_KERNEL_SET="$TREE_KSET" -C cmake.define.FLASH_ATTN_JOBS="$JOBS" \
+    -C cmake.define.FLASH_ATTN_KERNEL_SET="$TREE_KSET" -C cmake.define.FLASH_ATTN_JOBS="${TREE_JOBS:-$JOBS}" \
     -C cmake.define.FLASH_ATTN_SOURCE_DIR="$(readlink -f "$root")" \
     -C cmake.define.FLASH_ATTN_CUTLASS_DIR="$W/tree/pin/flash_attn-2.8.3.post2/csrc/cutlass/include" "$ROOT"
 }
-export TREE_KSET
+export TREE_KSET TREE_JOBS
+timed_steps() {  # wheel: validation report and kernel benchmark (with host overhead) on a quiet machine
+  PYTHONPATH="$SITE" step validate 150 python3 "$ROOT/src/release/validate.py" --out "$R" --wheel "$1" || rc=1
+  step bench_kernels 70 python3 "$ROOT/bench/kernels.py" --out "$R" --build "dev=$W/site_dev" --host-overhead || rc=1
+}
 return_wheel() {  # the wheel back to this machine, in pieces the tool accepts (16 MiB each)
   split -b 15M -d "$1" "$OUT/$(basename "$1").part"
   sha256sum "$1" | tee "$R/wheel.sha256"
@@ -162,6 +173,7 @@ build)
     cmake --version | head -1; nvcc --version | tail -1; ninja --version
   } 2>&1 | tee "$R/machine.txt"
   [ -f "$W/wheel.done" ] || background wheel build_ours_and_wheel build_wheel
+  if [ "${WITH_TREE:-0}" = 1 ] && [ ! -f "$W/tree_wheel.done" ]; then background tree_wheel tree_wheel; fi
   wait_for wheel "$(left 20)" || { echo "wheel: not ready (the next phase waits for it)"; tail -20 "$W/wheel.log"; exit 1; }
   grep -E "ninja: no work|^\[[0-9]+/[0-9]+\]" "$W/wheel.log" | tail -5
   cp "$W/bb/build.json" "$W/bb/build.md" "$R/" 2>/dev/null
@@ -179,8 +191,7 @@ test)
     [ -f "$OUT/$(basename "$wheel").part00" ] || return_wheel "$wheel"
   fi
   wheel=$(readlink -f "$wheel")
-  start_ci_build ci_none none
-  start_ci_build ci_size size
+  if [ "${LOAD_COST:-1}" = 1 ]; then start_ci_build ci_none none; start_ci_build ci_size size; fi
   rm -rf "$W/site_dev"; python3 -m pip install -q --no-deps --no-index --target "$W/site_dev" "$wheel" || exit 3
   lib=$(ls "$W"/site_dev/flash_attn/_C_*.so | head -1)
   cd "$W" || exit 3  # never import the checkout's flash_attn/
@@ -188,18 +199,22 @@ test)
   PYTHONPATH="$SITE" step build_info 300 python3 -m flash_attn
   PYTHONPATH="$SITE" step release_paths 300 python3 "$ROOT/tests/gpu/release_paths.py" --dtype all || rc=1
   step rescale_skip_dev 280 python3 "$ROOT/tests/gpu/rescale_skip.py" --lib "$lib" --dims 64,128 || rc=1
-  PYTHONPATH="$SITE" step opcheck 260 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
-  wait_for ci_none "$(left 240)"; wait_for ci_size "$(left 240)"
-  # timed work on a quiet machine
-  PYTHONPATH="$SITE" step validate 150 python3 "$ROOT/src/release/validate.py" --out "$R" --wheel "$wheel" || rc=1
-  step bench_kernels 70 python3 "$ROOT/bench/kernels.py" --out "$R" --build "dev=$W/site_dev" --host-overhead || rc=1
-  if [ -f "$W/ci_none.done" ] && [ -f "$W/ci_size.done" ]; then
-    step load_cost 5 python3 "$ROOT/bench/load_cost.py" --build none="$W/ci_none" --build size="$W/ci_size" --out "$R" || rc=1
-  else
-    echo "load cost: the ci builds failed or have not finished"; tail -n 20 "$W"/ci_*.log; rc=1
+  PYTHONPATH="$SITE" step opcheck 200 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
+  PYTHONPATH="$SITE" step dropout_fp16 170 python3 "$ROOT/tests/gpu/dropout_rng.py" --dtype fp16 || rc=1
+  PYTHONPATH="$SITE" step dropout_bf16 150 python3 "$ROOT/tests/gpu/dropout_rng.py" --dtype bf16 || rc=1
+  if [ "${TIMED:-1}" = 1 ]; then
+    [ "${LOAD_COST:-1}" = 1 ] && { wait_for ci_none "$(left 240)"; wait_for ci_size "$(left 240)"; }
+    timed_steps "$wheel"
+  fi
+  if [ "${LOAD_COST:-1}" = 1 ]; then
+    if [ -f "$W/ci_none.done" ] && [ -f "$W/ci_size.done" ]; then
+      step load_cost 5 python3 "$ROOT/bench/load_cost.py" --build none="$W/ci_none" --build size="$W/ci_size" --out "$R" || rc=1
+    else
+      echo "load cost: the ci builds failed or have not finished"; tail -n 20 "$W"/ci_*.log; rc=1
+    fi
   fi
   # upstream's build of the same units, alone on the machine, collected by the next call
-  if [ -f "$W/bb/build.json" ] && [ ! -d "$W/up" ]; then
+  if [ "${UPSTREAM:-1}" = 1 ] && [ -f "$W/bb/build.json" ] && [ ! -d "$W/up" ]; then
     python3 "$ROOT/bench/build.py" --upstream-background "$W/up" --upstream-mode units --sdist "$SDIST" \
       --archs "$ARCHS" --kernel-set "$KSET" --jobs "$JOBS"
   fi
@@ -233,5 +248,12 @@ tree)
   PYTHONPATH="$TREE_SITE" step dropout_bf16 5 python3 "$ROOT/tests/gpu/dropout_rng.py" --dtype bf16 || rc=1
   exit $rc
   ;;
-*) echo "usage: device_session.sh build|test|upstream|tree" >&2; exit 2 ;;
+bench)
+  wheel=$(readlink -f "${WHEEL:-$(ls "$W"/dist/flash_attn-*.whl 2>/dev/null | head -1)}")
+  [ -f "$wheel" ] && [ -d "$W/site_dev" ] || { echo "no dev wheel installed: run the test phase first (same lease)"; exit 2; }
+  cd "$W" || exit 3
+  timed_steps "$wheel"
+  exit $rc
+  ;;
+*) echo "usage: device_session.sh build|test|upstream|tree|bench" >&2; exit 2 ;;
 esac
