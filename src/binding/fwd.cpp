@@ -27,6 +27,18 @@ at::Tensor probabilities_buffer(bool wanted, const Dims& dims, const at::TensorO
       {dims.b, dims.h, round_up(dims.seqlen_q, kSeqPad), round_up(dims.seqlen_k, kSeqPad)}, opts);
 }
 
+// Zeroes the entries of P past each sequence's end.  The kernels store whole 128-row tiles, so
+// rows (and columns) between a sequence's length and the padded size hold values computed from
+// memory past the inputs, different from call to call (seen on an H200 with opcheck).  p is
+// (B, H, Sq_r, Sk_r); len_q / len_k are int32 (B,) lengths on p's device.
+void clear_probability_padding(at::Tensor& p, const at::Tensor& len_q, const at::Tensor& len_k) {
+  const auto idx = len_q.options();
+  const at::Tensor rows = at::arange(p.size(2), idx).view({1, -1, 1});
+  const at::Tensor cols = at::arange(p.size(3), idx).view({1, 1, -1});
+  const at::Tensor keep = (rows < len_q.view({-1, 1, 1})).logical_and(cols < len_k.view({-1, 1, 1}));
+  p.masked_fill_(keep.logical_not().unsqueeze(1), 0);
+}
+
 void check_return_softmax(bool return_softmax, double dropout_p, const ArgChecker& chk) {
   chk.expect(!return_softmax || dropout_p > 0.0,
              "return_softmax=True needs dropout_p > 0 (the kernels record the attention "
@@ -122,6 +134,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
     lse.fill_(kInf);
   } else if (launch) {
     run_fwd(params, current_stream(device.index()), /*split_kv=*/params.num_splits > 1);
+  }
+  if (return_softmax && launch) {  // every sequence has the same lengths: two slices
+    p.narrow(2, dims.seqlen_q, p.size(2) - dims.seqlen_q).zero_();
+    p.narrow(3, dims.seqlen_k, p.size(3) - dims.seqlen_k).zero_();
   }
 
   return {fold.unfold_out_batched(out), fold.unfold_lse_batched(lse), p,
@@ -262,6 +278,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
     // Only the split-KV kernels read paged caches.
     run_fwd(params, current_stream(device.index()),
             /*split_kv=*/paged || params.num_splits > 1);
+  }
+  if (return_softmax && launch) {
+    const at::Tensor len_q = cu_seqlens_q.slice(0, 1) - cu_seqlens_q.slice(0, 0, -1);
+    const at::Tensor len_k = seqused_k.has_value() ? *seqused_k
+                                                   : cu_seqlens_k.slice(0, 1) - cu_seqlens_k.slice(0, 0, -1);
+    clear_probability_padding(p, len_q, len_k);
   }
 
   return {fold.unfold_out_packed(out), fold.unfold_lse_packed(lse), p,

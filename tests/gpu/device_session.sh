@@ -11,6 +11,8 @@
 #                                              #   call it again if it says the build is not ready)
 #   bash tests/gpu/device_session.sh bench     # the timed steps of `test` alone (validate, kernel benchmark
 #                                              #   with the host-overhead table), on the dev wheel of `build`
+#   KSET=... bash tests/gpu/device_session.sh opcheck   # a small set straight into a wheel, then opcheck
+#                                              #   and the P-padding probe on it (~5 min for two units)
 #
 # Switches (environment): JOBS (16) and TREE_JOBS (JOBS) size the two builds; WITH_TREE=1 starts the
 # tree's build beside ours in the build phase (both fit 128 GB at JOBS=12 TREE_JOBS=6); TIMED=0 leaves
@@ -42,7 +44,7 @@
 #            --upstream-mode units), 16 jobs, alone on the machine -> build benchmark
 # The A-1 builds of the first lease (threshold 8 / 0 / broken) are in docs/evidence/h200-2026-11-29.
 set -u
-phase=${1:?usage: device_session.sh build|test|upstream|tree|bench}
+phase=${1:?usage: device_session.sh build|test|upstream|tree|bench|opcheck}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=${W:-/tmp/fa}
 OUT=${OUT:-$W/out}
@@ -248,6 +250,19 @@ tree)
   PYTHONPATH="$TREE_SITE" step dropout_bf16 5 python3 "$ROOT/tests/gpu/dropout_rng.py" --dtype bf16 || rc=1
   exit $rc
   ;;
+opcheck)
+  rm -rf "$W/quick_dist" "$W/site_quick"
+  step quick_build 60 python3 -m build --wheel --no-isolation --skip-dependency-check -o "$W/quick_dist" \
+    -C build-dir="$W/quick" -C cmake.define.FLASH_ATTN_ARCH_GROUP=custom -C cmake.define.FLASH_ATTN_CUDA_ARCHS="$ARCHS" \
+    -C cmake.define.FLASH_ATTN_KERNEL_SET="$KSET" -C cmake.define.FLASH_ATTN_SDIST="$SDIST" \
+    -C cmake.define.FLASH_ATTN_JOBS="$JOBS" "$ROOT" || exit 1
+  python3 -m pip install -q --no-deps --no-index --target "$W/site_quick" "$W"/quick_dist/flash_attn-*.whl || exit 3
+  cd "$W" || exit 3
+  QUICK_SITE="$W/site_quick${PYTHONPATH:+:$PYTHONPATH}"
+  PYTHONPATH="$QUICK_SITE" step opcheck 30 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
+  PYTHONPATH="$QUICK_SITE" step probe_p 5 python3 "$ROOT/tests/gpu/probe_dropout_probs.py" || rc=1
+  exit $rc
+  ;;
 bench)
   wheel=$(readlink -f "${WHEEL:-$(ls "$W"/dist/flash_attn-*.whl 2>/dev/null | head -1)}")
   [ -f "$wheel" ] && [ -d "$W/site_dev" ] || { echo "no dev wheel installed: run the test phase first (same lease)"; exit 2; }
@@ -255,5 +270,5 @@ bench)
   timed_steps "$wheel"
   exit $rc
   ;;
-*) echo "usage: device_session.sh build|test|upstream|tree|bench" >&2; exit 2 ;;
+*) echo "usage: device_session.sh build|test|upstream|tree|bench|opcheck" >&2; exit 2 ;;
 esac

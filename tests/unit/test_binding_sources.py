@@ -140,3 +140,14 @@ def test_no_upstream_copyright_lines():
     for path in _binding_sources():
         text = path.read_text()
         assert not re.search(r"Copyright|Tri Dao", text), f"{path.relative_to(ROOT)} carries an upstream copyright line"
+
+
+def test_forwards_zero_the_padding_of_the_returned_probabilities():
+    """P (return_softmax) is (B, H, Sq_r, Sk_r); the kernels store whole 128-row tiles, so the rows
+    and columns past each sequence hold values that change from call to call unless the binding
+    zeroes them (torch.library.opcheck's eager-vs-traced comparison failed on an H200 without it)."""
+    source = _strip_comments((BINDING / "fwd.cpp").read_text(encoding="utf-8"))
+    dense, varlen = source.split("> varlen_fwd(", 1)
+    dense = dense.split("> fwd(", 1)[1]
+    assert "p.narrow(2, dims.seqlen_q" in dense and "p.narrow(3, dims.seqlen_k" in dense
+    assert "clear_probability_padding(p, len_q, len_k)" in varlen
