@@ -13,10 +13,12 @@
 #   does not have the shape the deltas expect.
 # flash_attn_delta_definitions(<out var>)
 #   Compile definitions for the kernel units.
-option(FLASH_ATTN_APPLY_DELTAS "Apply this project's kernel deltas (A-1, A-2) to the upstream tree" ON)
-set(FLASH_ATTN_RESCALE_THRESHOLD "8.0" CACHE STRING "A-1 rescale-skip threshold in log2 units; 0 = upstream")
-option(FLASH_ATTN_PACKED_FMA "A-2: packed fma.rn.f32x2 for the pre-exp2 scaling on sm_100+" ON)
-option(FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET "Test only: A-1 without the max reset (deliberately wrong)" OFF)
+# Like every option, each may come from the environment variable of the same name
+# (flash_attn_option, cmake/FlashAttnOptions.cmake, which CMakeLists.txt includes first).
+flash_attn_option(FLASH_ATTN_APPLY_DELTAS ON "Apply this project's kernel deltas (A-1, A-2) to the upstream tree")
+flash_attn_option(FLASH_ATTN_RESCALE_THRESHOLD "8.0" "A-1 rescale-skip threshold in log2 units; 0 = upstream")
+flash_attn_option(FLASH_ATTN_PACKED_FMA ON "A-2: packed fma.rn.f32x2 for the pre-exp2 scaling on sm_100+")
+flash_attn_option(FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET OFF "Test only: A-1 without the max reset (deliberately wrong)")
 
 if(NOT FLASH_ATTN_RESCALE_THRESHOLD MATCHES "^[0-9]+(\\.[0-9]+)?$")
   message(FATAL_ERROR "flash_attn: FLASH_ATTN_RESCALE_THRESHOLD='${FLASH_ATTN_RESCALE_THRESHOLD}' must be a "

@@ -48,7 +48,9 @@ endif()
 
 # flash_attn_enable_cuda()
 #   Enables the CUDA language, with a message that says what to install when no nvcc is found,
-#   and sets FLASH_ATTN_FATBIN_FLAGS (--compress-mode needs nvcc >= 12.8; older nvcc gets none).
+#   and sets FLASH_ATTN_FATBIN_FLAGS (--compress-mode needs nvcc >= 12.8) and
+#   FLASH_ATTN_FATBIN_COMPRESSION_USED, the mode the build info records: the option's value, or
+#   "none" on older nvcc, where no --compress-mode is passed and the option is unused.
 macro(flash_attn_enable_cuda)
   include(CheckLanguage)
   check_language(CUDA)
@@ -60,8 +62,11 @@ macro(flash_attn_enable_cuda)
   set(FLASH_ATTN_FATBIN_FLAGS "")
   if(CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.8)
     set(FLASH_ATTN_FATBIN_FLAGS "--compress-mode=${FLASH_ATTN_FATBIN_COMPRESSION}")
-  elseif(NOT FLASH_ATTN_FATBIN_COMPRESSION STREQUAL "default")
-    message(WARNING "flash_attn: nvcc ${CMAKE_CUDA_COMPILER_VERSION} has no --compress-mode; using its default")
+    set(FLASH_ATTN_FATBIN_COMPRESSION_USED "${FLASH_ATTN_FATBIN_COMPRESSION}")
+    message(STATUS "flash_attn: nvcc ${CMAKE_CUDA_COMPILER_VERSION}, fatbin compression ${FLASH_ATTN_FATBIN_COMPRESSION}")
+  else()
+    set(FLASH_ATTN_FATBIN_COMPRESSION_USED "none")
+    message(STATUS "flash_attn: nvcc ${CMAKE_CUDA_COMPILER_VERSION}, fatbin compression none (no --compress-mode "
+                   "before CUDA 12.8; FLASH_ATTN_FATBIN_COMPRESSION=${FLASH_ATTN_FATBIN_COMPRESSION} unused)")
   endif()
-  message(STATUS "flash_attn: nvcc ${CMAKE_CUDA_COMPILER_VERSION}, fatbin compression ${FLASH_ATTN_FATBIN_COMPRESSION}")
 endmacro()

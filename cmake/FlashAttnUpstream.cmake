@@ -10,7 +10,7 @@
 #   (default)              `pip download` of the pinned sdist into a cache outside the build tree,
 #                          hash-checked, reused by every later build.
 #
-# The pin (DESIGN.md): flash-attn==2.8.3.post2,
+# The pin (docs/design.md): flash-attn==2.8.3.post2,
 #   sha256 d0f9f0b08a986cdeadbffcf5ec8b3a8f514366c68ad1853d3ab061bc83cc340b.
 # pip must prepare the sdist's metadata, and its setup.py imports torch, hence the flags
 # --no-build-isolation --no-deps --no-binary :all: and FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE.
@@ -44,9 +44,11 @@ function(flash_attn_verify_sdist file)
   endif()
   file(SHA256 "${file}" actual)
   if(NOT actual STREQUAL FLASH_ATTN_UPSTREAM_SHA256)
-    message(FATAL_ERROR "flash_attn: sdist ${file} has sha256 ${actual}, expected ${FLASH_ATTN_UPSTREAM_SHA256} "
-                        "(flash-attn==${FLASH_ATTN_UPSTREAM_VERSION}). Delete it and rebuild to download it again, "
-                        "or use FLASH_ATTN_SOURCE_DIR for a tree of another version.")
+    message(FATAL_ERROR "flash_attn: ${file} is not the pinned sdist flash-attn==${FLASH_ATTN_UPSTREAM_VERSION}: its "
+                        "sha256 is ${actual}, expected ${FLASH_ATTN_UPSTREAM_SHA256}. Pass the right file as "
+                        "FLASH_ATTN_SDIST (pip download --no-deps --no-binary :all: --no-build-isolation "
+                        "flash-attn==${FLASH_ATTN_UPSTREAM_VERSION}), leave FLASH_ATTN_SDIST unset to download it, or "
+                        "use FLASH_ATTN_SOURCE_DIR for a tree of another version.")
   endif()
 endfunction()
 
@@ -99,7 +101,7 @@ endfunction()
 function(flash_attn_prepare_upstream)
   cmake_parse_arguments(arg "" "PYTHON;OUT_TREE;OUT_CUTLASS;OUT_SOURCE;OUT_SHA256;OUT_FRESH" "STAMP_INPUTS" ${ARGN})
   set(stage "${CMAKE_BINARY_DIR}/upstream")
-  set(identity "")
+  set(identity "layout2;")  # layout 2: the staged tree holds upstream's LICENSE (shipped in the wheel)
   foreach(input IN LISTS arg_STAMP_INPUTS)
     file(SHA256 "${input}" h)
     string(APPEND identity "${h};")
@@ -147,13 +149,17 @@ function(flash_attn_prepare_upstream)
     if(source STREQUAL "dir")
       file(MAKE_DIRECTORY "${stage}/csrc")
       file(COPY "${user_tree}/csrc/flash_attn" DESTINATION "${stage}/csrc")
+      if(EXISTS "${user_tree}/LICENSE")
+        file(COPY "${user_tree}/LICENSE" DESTINATION "${stage}")
+      endif()
     else()
       # Extract to a scratch folder first so an interrupted extraction never looks complete.
       set(scratch "${CMAKE_BINARY_DIR}/upstream.extract")
       file(REMOVE_RECURSE "${scratch}")
       file(ARCHIVE_EXTRACT INPUT "${sdist}" DESTINATION "${scratch}"
            PATTERNS "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}/csrc/flash_attn/*"
-                    "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}/csrc/cutlass/include/*")
+                    "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}/csrc/cutlass/include/*"
+                    "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}/LICENSE")
       file(RENAME "${scratch}/flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}" "${stage}")
       file(REMOVE_RECURSE "${scratch}")
     endif()
