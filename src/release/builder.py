@@ -127,10 +127,16 @@ def run_streamed(
                 env=build_env(),
                 cwd=cwd,
             )
+            in_message = False  # inside the indented text of a shown "CMake Warning/Error" block
             for raw in proc.stdout:
                 line = raw.rstrip("\n")
                 log.write(raw)
                 tail.append(line)
+                if in_message and not verbose:
+                    in_message = line.startswith(" ") or line == ""
+                    if in_message and line:
+                        display.line(line)
+                        continue
                 if state.feed(line):
                     if not state.units:
                         state.set_units(progress.units_of_build_dir(build_dir))
@@ -139,6 +145,7 @@ def run_streamed(
                         display.line(line)
                 elif verbose or _SHOWN_RE.search(line):
                     display.line(line)
+                    in_message = line.startswith("CMake Warning") or line.startswith("CMake Error")
             rc = proc.wait()
     except KeyboardInterrupt:
         if proc is not None:

@@ -19,7 +19,7 @@ import os
 import sys
 
 from . import _paths, build_key, builder, options, toolchain
-from .errors import ReleaseError
+from .errors import run_main
 
 
 def install_command(python: str, build_dir, defines: dict[str, str]) -> list[str]:
@@ -38,26 +38,27 @@ def main(argv: list[str] | None = None, probe=toolchain.probe) -> int:
     ns = p.parse_args(sys.argv[1:] if argv is None else argv)
     if not ns.kernel_set:
         ns.kernel_set = os.environ.get("FLASH_ATTN_KERNEL_SET") or "dev"
-    try:
+
+    def body() -> int:
         opts = options.from_namespace(ns)
         opts.validate(check_out=False)
         if opts.torch_version:
             toolchain.ensure_torch(opts.torch_version)
         tc = probe()
         toolchain.check(tc, want_torch=opts.torch_version)
+        opts.validate_toolchain(tc.cuda_version)
         bdir = build_key.build_dir(opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs)
         builder.run_streamed(
             install_command(tc.python, bdir, opts.cmake_defines()), bdir, opts.verbose, what="the editable install"
         )
-    except ReleaseError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        return 2
-    print(
-        f"release: editable install done ({bdir.name}). In this environment `import flash_attn` rebuilds what "
-        f"changed under src/; environment: {sys.prefix}",
-        flush=True,
-    )
-    return 0
+        print(
+            f"release: editable install done ({bdir.name}). In this environment `import flash_attn` rebuilds what "
+            f"changed under src/; environment: {sys.prefix}",
+            flush=True,
+        )
+        return 0
+
+    return run_main(body, prog="release.dev")
 
 
 if __name__ == "__main__":

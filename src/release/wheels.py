@@ -47,8 +47,9 @@ def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
     return final, checksums.write_sidecar(final)
 
 
-def build_group(opts: options.BuildOptions, probe=toolchain.probe) -> Path:
-    """Steps 1-7 for one group; returns the published wheel."""
+def build_group(opts: options.BuildOptions, probe=None) -> Path:
+    """Steps 1-7 for one group; returns the published wheel. `probe` defaults to toolchain.probe."""
+    probe = probe or toolchain.probe
     set_name, units = opts.validate()
     print(f"release: arch group {opts.group}, kernel set {set_name} ({len(units)} units)", flush=True)
     if opts.torch_version:
