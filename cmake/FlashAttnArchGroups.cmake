@@ -4,7 +4,7 @@
 # function that turns a group plus a CUDA toolkit version into the value of the
 # CUDA_ARCHITECTURES target property.
 #
-# Vocabulary (DESIGN.md): an "arch group" is a named
+# Vocabulary (docs/design.md): an "arch group" is a named
 # set of SM numbers built into one wheel; SASS is machine code for one SM; PTX
 # is the virtual ISA that the driver JIT-compiles for GPUs newer than any SASS
 # in the file. Each group embeds PTX for its newest arch only.
@@ -37,7 +37,7 @@ macro(_flash_attn_arch_group_data)
   # The groups, in the order users see them in messages.
   set(FLASH_ATTN_ARCH_GROUPS blackwell legacy custom)
 
-  # Fixed members of each named group (DESIGN.md, "What it produces"):
+  # Fixed members of each named group (docs/design.md, "What it produces"):
   # blackwell = B200/B300 (sm_100), RTX 50xx / RTX PRO (sm_120), GB10 / DGX Spark
   # (sm_121); legacy = A100 (sm_80), Ada (sm_89), Hopper (sm_90). The custom
   # group takes its members from the ARCHS argument.
@@ -93,7 +93,7 @@ _flash_attn_arch_group_data()
 # Arguments: <out_var> name of a variable in the caller's scope.
 # Outputs:   <out_var> = the valid group names, "blackwell;legacy;custom".
 # Errors:    FATAL_ERROR when <out_var> is missing.
-# Source:    FLASH_ATTN_ARCH_GROUPS above (DESIGN.md, "What it produces").
+# Source:    FLASH_ATTN_ARCH_GROUPS above (docs/design.md, "What it produces").
 # ---------------------------------------------------------------------------
 function(flash_attn_arch_groups_list out_var)
   if(NOT out_var OR NOT ARGC EQUAL 1)
@@ -165,12 +165,12 @@ endfunction()
 #   - CUDA_VERSION not of the form x.y or x.y.z;
 #   - any arch below sm_80: "FlashAttention-2 needs sm_80 or newer (Ampere)"
 #     (upstream flash_api.cpp refuses pre-Ampere GPUs at run time);
-#   - sm_101 / sm_110 (Jetson Thor): not built by this project (DESIGN.md);
+#   - sm_101 / sm_110 (Jetson Thor): not built by this project (docs/design.md);
 #   - an arch missing from FLASH_ATTN_KNOWN_ARCHS;
 #   - an arch newer than the toolkit: sm_100/sm_120 before CUDA 12.8,
 #     sm_103/sm_121 before CUDA 12.9 (toolkit release notes; see the table).
 # Rules and their sources:
-#   - PTX only for the newest arch (DESIGN.md: forward compatibility at the
+#   - PTX only for the newest arch (docs/design.md: forward compatibility at the
 #     smallest fatbin). It is always plain compute_NN, also for 121 on
 #     CUDA >= 12.9, although CMake passes 121f-virtual through as well:
 #     family-specific ('f') and arch-specific ('a') PTX can only be JIT-compiled

@@ -35,7 +35,7 @@ endfunction()
 # flash_attn_compile_pool(TARGET <target> UNITS <n units> GENCODES <n gencode targets> [JOBS <n>])
 #   Puts the target's compiles into a Ninja job pool `flash_attn_nvcc` sized so that parallel
 #   nvcc processes fit in memory: min(logical cores, available memory / 7 GiB), at least 1.
-#   7 GiB is the peak of the heaviest unit (bwd hdim256 sm_90: 6.9 GB, DESIGN.md). JOBS (or the
+#   7 GiB is the peak of the heaviest unit (bwd hdim256 sm_90: 6.9 GB, docs/design.md). JOBS (or the
 #   FLASH_ATTN_JOBS cache variable / environment variable) overrides the computed size.
 #   When there are fewer units than jobs (small kernel sets), the spare jobs go to nvcc
 #   --threads, which compiles a unit's gencode targets in parallel: threads = min(GENCODES,

@@ -48,7 +48,7 @@ __all__ = [
     "check_torch",
 ]
 
-# SASS of the project's arch groups (DESIGN.md). A custom group has whatever its build info says.
+# SASS of the project's arch groups (docs/design.md). A custom group has whatever its build info says.
 GROUP_SASS: dict[str, tuple[bi.SassTarget, ...]] = {
     "legacy": (bi.SassTarget(8, 0, ""), bi.SassTarget(8, 9, ""), bi.SassTarget(9, 0, "")),
     "blackwell": (bi.SassTarget(10, 0, ""), bi.SassTarget(12, 0, ""), bi.SassTarget(12, 1, "")),

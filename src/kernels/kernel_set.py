@@ -51,7 +51,7 @@ _MEASURED_SECONDS = {
 # Head dims without a measurement take the nearer of 64 and 128 (96 takes 128, the heavier), then:
 # above 128 upstream's launchers drop the even-M/N variants, which roughly halves the forward and
 # split-KV instantiations (fwd hdim192 causal 109 s vs fwd hdim128 causal 190 s), while the
-# backward grows (bwd hdim256 317 s vs bwd hdim128 276 s); both figures are DESIGN.md's.
+# backward grows (bwd hdim256 317 s vs bwd hdim128 276 s); both figures are in docs/design.md.
 _ABOVE_128_FACTOR = {"fwd_split": 0.57, "fwd": 0.57, "bwd": 1.15}
 _COST_UNIT_SECONDS = _MEASURED_SECONDS[("fwd", 128, False)]
 
