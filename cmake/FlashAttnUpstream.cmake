@@ -38,8 +38,8 @@ endfunction()
 # flash_attn_verify_sdist(<file>)
 #   Stops the configure with FATAL_ERROR when <file> is missing or its SHA-256 is not the pin.
 function(flash_attn_verify_sdist file)
-  if(NOT EXISTS "${file}")
-    message(FATAL_ERROR "flash_attn: sdist ${file} does not exist. Pass FLASH_ATTN_SDIST=<path to "
+  if(NOT EXISTS "${file}" OR IS_DIRECTORY "${file}")
+    message(FATAL_ERROR "flash_attn: sdist ${file} does not exist or is a folder. Pass FLASH_ATTN_SDIST=<path to "
                         "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}.tar.gz> or unset it to download the pin.")
   endif()
   file(SHA256 "${file}" actual)

@@ -44,10 +44,10 @@ def _cmake() -> str:
     return str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
 
 
-def _configure(build: Path, *defines: str) -> subprocess.CompletedProcess:
+def _configure(build: Path, *defines: str, env: dict | None = None) -> subprocess.CompletedProcess:
     args = [_cmake(), "-S", str(ROOT), "-B", str(build), "-G", "Ninja", f"-DPython_EXECUTABLE={sys.executable}",
             *defines]
-    return subprocess.run(args, capture_output=True, text=True)
+    return subprocess.run(args, capture_output=True, text=True, env=None if env is None else {**os.environ, **env})
 
 
 def wheel_flow(out: Path) -> tuple[subprocess.CompletedProcess, Path]:
@@ -79,9 +79,23 @@ def built(flow) -> Path:
     return flow[0]
 
 
+STALE = {"FLASH_ATTN_APPLY_DELTAS": "OFF", "FLASH_ATTN_RESCALE_THRESHOLD": "0", "FLASH_ATTN_PACKED_FMA": "OFF",
+         "FLASH_ATTN_FATBIN_COMPRESSION": "none", "FLASH_ATTN_SDIST": "/nonexistent/old.tar.gz"}  # fmt: skip
+
+
 def test_rerun_compiles_nothing_and_gives_the_same_bytes(flow, tmp_path: Path):
     build, wheel = flow
+    # Values an earlier command left in the cache (issue 11: --apply-deltas OFF then shipped with the
+    # plain command). The rerun passes every option, so they must not survive it.
+    cache = build / "CMakeCache.txt"
+    text = cache.read_text()
+    for name, value in STALE.items():
+        text, n = re.subn(rf"^{name}:(\w+)=.*$", rf"{name}:\g<1>={value}", text, flags=re.MULTILINE)
+        assert n == 1, name
+    cache.write_text(text)
     proc, again = wheel_flow(tmp_path / "again")
+    cache = cache.read_text()
+    assert "FLASH_ATTN_APPLY_DELTAS:STRING=ON" in cache and "FLASH_ATTN_SDIST:STRING=\n" in cache
     summary = json.loads((build / "flash_attn_build_summary.json").read_text())
     assert summary["units_compiled"] == 0 and summary["unit_names"] == [], summary
     assert "0 (nothing to do)" in proc.stdout, proc.stdout[-3000:]
@@ -177,11 +191,19 @@ def test_second_build_compiles_nothing(built: Path):
         (["-DFLASH_ATTN_ARCH_GROUP=custom", "-DFLASH_ATTN_CUDA_ARCHS=75"], "sm_80"),
         (["-DFLASH_ATTN_SDIST=/nonexistent/flash_attn-2.8.3.post2.tar.gz"], "does not exist"),
         (["-DFLASH_ATTN_FATBIN_COMPRESSION=tiny"], "is not one of"),
+        (["-DFLASH_ATTN_KERNEL_SET=,"], "lists no unit"),
+        (["-DFLASH_ATTN_SDIST=" + str(ROOT / "README.md")], "is not the pinned sdist"),
+        # the delta options are read from the environment like every option (flash_attn_option)
+        (["ENV:FLASH_ATTN_RESCALE_THRESHOLD=eight"], "FLASH_ATTN_RESCALE_THRESHOLD='eight' must be a non-negative"),
     ],
 )
 def test_bad_options_stop_the_configure_with_a_message(tmp_path: Path, defines: list[str], message: str, built: Path):
     base = ["-DFLASH_ATTN_ARCH_GROUP=custom", "-DFLASH_ATTN_CUDA_ARCHS=80", "-DFLASH_ATTN_KERNEL_SET=ci"]
-    result = _configure(tmp_path / "b", *base, *defines)
+    env = {}
+    for d in [d for d in defines if d.startswith("ENV:")]:  # an environment variable instead of a define
+        name, _, value = d[4:].partition("=")
+        env[name] = value
+    result = _configure(tmp_path / "b", *base, *[d for d in defines if not d.startswith("ENV:")], env=env)
     assert result.returncode != 0
     text = " ".join((result.stdout + result.stderr).split())  # CMake wraps long messages
     assert message in text, text[-3000:]
