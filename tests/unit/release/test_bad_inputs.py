@@ -311,3 +311,12 @@ def test_sha256_file_verifies_from_any_folder(tmp_path, monkeypatch, capsys):
     assert f"{wheel}: OK" in capsys.readouterr().out
     wheel.write_bytes(wheel.read_bytes()[:-1])
     expect(capsys, 2, checksums.main([str(sidecar)]), "checksum mismatch", "download or build it again")
+
+
+def test_option_defaults_mirror_the_cmake_modules():
+    # options.DEFAULTS is passed on every build; it must be what CMake uses when nothing is given.
+    root = arch_rules.ARCH_GROUPS_CMAKE.parent
+    text = (root / "FlashAttnOptions.cmake").read_text() + (root / "FlashAttnDeltas.cmake").read_text()
+    found = dict(re.findall(r'^flash_attn_option\((FLASH_ATTN_\w+) "?([^" ]*)"? ', text, re.MULTILINE))
+    assert {k: found[k] for k in options.DEFAULTS} == options.DEFAULTS
+    assert "\noption(" not in text  # plain option() ignores the environment
