@@ -32,7 +32,12 @@ def install_command(python: str, build_dir, defines: dict[str, str]) -> list[str
 
 def main(argv: list[str] | None = None, probe=toolchain.probe) -> int:
     p = argparse.ArgumentParser(prog="python -m release.dev", description=__doc__.split("\n")[0])
-    p.add_argument("--arch-group", dest="group", default="legacy", help="blackwell, legacy (default) or custom")
+    p.add_argument(
+        "--arch-group",
+        dest="group",
+        default=os.environ.get("FLASH_ATTN_ARCH_GROUP") or "legacy",
+        help="blackwell, legacy (default; FLASH_ATTN_ARCH_GROUP) or custom",
+    )
     options.add_arguments(p)
     p.set_defaults(kernel_set=None)
     ns = p.parse_args(sys.argv[1:] if argv is None else argv)
