@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _paths, progress, tagging
+from . import _paths, checksums, progress, tagging
 from .errors import ReleaseError
 
 _SHOWN_RE = re.compile(
@@ -181,7 +181,7 @@ def run_build(
         raise ReleaseError(f"the build exited 0 but left {len(wheels)} wheels in {outdir}; see {build_dir / LOG_NAME}")
     entries = progress.read_ninja_log(build_dir / ".ninja_log", log_before)
     s = progress.summary(entries, wall, progress.peak_child_rss_bytes(), library_sizes(wheels[0], nvcc))
-    (build_dir / SUMMARY_NAME).write_text(json.dumps(s, indent=1) + "\n", encoding="utf-8")
+    checksums.atomic_write_text(build_dir / SUMMARY_NAME, json.dumps(s, indent=1) + "\n")
     return BuildResult(wheel=wheels[0], summary=s, log=build_dir / LOG_NAME)
 
 

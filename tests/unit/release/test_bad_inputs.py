@@ -320,3 +320,14 @@ def test_option_defaults_mirror_the_cmake_modules():
     found = dict(re.findall(r'^flash_attn_option\((FLASH_ATTN_\w+) "?([^" ]*)"? ', text, re.MULTILINE))
     assert {k: found[k] for k in options.DEFAULTS} == options.DEFAULTS
     assert "\noption(" not in text  # plain option() ignores the environment
+
+
+def test_plain_pip_install_passes_every_option_too():
+    # pip install . (no nox) must not keep stale cache values either: pyproject.toml defines them all.
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    pyproject = tomllib.loads((arch_rules.ARCH_GROUPS_CMAKE.parents[1] / "pyproject.toml").read_text())
+    table = pyproject["tool"]["scikit-build"]["cmake"]["define"]
+    sessions = options.BuildOptions(group="legacy").cmake_defines()
+    assert set(table) == set(sessions)
+    assert all(spec["env"] == name for name, spec in table.items())
+    assert {k: table[k]["default"] for k in options.DEFAULTS} == options.DEFAULTS
