@@ -46,9 +46,10 @@ function(flash_attn_verify_sdist file)
   if(NOT actual STREQUAL FLASH_ATTN_UPSTREAM_SHA256)
     message(FATAL_ERROR "flash_attn: ${file} is not the pinned sdist flash-attn==${FLASH_ATTN_UPSTREAM_VERSION}: its "
                         "sha256 is ${actual}, expected ${FLASH_ATTN_UPSTREAM_SHA256}. Pass the right file as "
-                        "FLASH_ATTN_SDIST (pip download --no-deps --no-binary :all: --no-build-isolation "
-                        "flash-attn==${FLASH_ATTN_UPSTREAM_VERSION}), leave FLASH_ATTN_SDIST unset to download it, or "
-                        "use FLASH_ATTN_SOURCE_DIR for a tree of another version.")
+                        "FLASH_ATTN_SDIST (FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE pip download --no-deps --no-binary "
+                        ":all: --no-build-isolation flash-attn==${FLASH_ATTN_UPSTREAM_VERSION}, with torch "
+                        "installed), leave FLASH_ATTN_SDIST unset to download it, or use FLASH_ATTN_SOURCE_DIR for a "
+                        "tree of another version.")
   endif()
 endfunction()
 

@@ -256,8 +256,9 @@ def check_inputs(passthrough: Mapping[str, str]) -> None:
         if found != want:
             raise ReleaseError(
                 f"--sdist {path} is not the pinned sdist flash-attn=={version}: its sha256 is {found}, expected "
-                f"{want}. Get the right file with `pip download --no-deps --no-binary :all: --no-build-isolation "
-                f"flash-attn=={version}`, or leave --sdist out and the build downloads it. A tree of another "
+                f"{want}. Get the right file with `FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE pip download --no-deps "
+                f"--no-binary :all: --no-build-isolation flash-attn=={version}` (with torch installed), or leave "
+                "--sdist out and the build downloads it. A tree of another "
                 "version builds with --source-dir."
             )
     for name, flag in (("FLASH_ATTN_SOURCE_DIR", "--source-dir"), ("FLASH_ATTN_CUTLASS_DIR", "--cutlass-dir")):

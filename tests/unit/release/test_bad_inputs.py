@@ -173,7 +173,7 @@ def test_user_sdist_with_a_wrong_hash_is_named_not_the_pin(env, capsys):
     version, want = upstream_pin.pin()
     expect(
         capsys, 2, code, "is not the pinned sdist flash-attn==2.8.3.post2", checksums.sha256_file(fake), want,
-        "pip download --no-deps --no-binary :all:", absent=("Delete it",),
+        "pip download --no-deps --no-binary :all:", "with torch installed", absent=("Delete it",),
     )  # fmt: skip
     assert version == "2.8.3.post2"
     assert_nothing_new(env)
