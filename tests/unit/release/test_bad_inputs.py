@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -331,3 +332,28 @@ def test_plain_pip_install_passes_every_option_too():
     assert set(table) == set(sessions)
     assert all(spec["env"] == name for name, spec in table.items())
     assert {k: table[k]["default"] for k in options.DEFAULTS} == options.DEFAULTS
+
+
+# -- reproducible re-tagging --------------------------------------------------------------------
+
+
+def test_retag_gives_the_same_bytes_whatever_the_raw_wheels_timestamps(tmp_path, monkeypatch):
+    # Two raw wheels with the same content, zipped at different times (as a build without
+    # SOURCE_DATE_EPOCH writes them): re-tagging must give identical files.
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1600000000")
+    raw_a = make_wheel(tmp_path / "raw_a")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    raw_b = make_wheel(tmp_path / "raw_b")
+    assert raw_a.read_bytes() != raw_b.read_bytes()
+    monkeypatch.delenv("SOURCE_DATE_EPOCH")  # the re-tag takes the checkout's commit time
+    first = tagging.retag(raw_a, tmp_path / "a")
+    time.sleep(2.1)  # zip timestamps have 2 s resolution: a clock-stamped re-tag would differ now
+    second = tagging.retag(raw_b, tmp_path / "b")
+    assert first.read_bytes() == second.read_bytes()
+    with zipfile.ZipFile(first) as zf:
+        assert len({i.date_time for i in zf.infolist()}) == 1
+
+
+def test_source_date_epoch_prefers_the_environment():
+    assert tagging.source_date_epoch({"SOURCE_DATE_EPOCH": "1700000000"}) == "1700000000"
+    assert tagging.source_date_epoch({}).isdigit()
