@@ -14,17 +14,13 @@
 #   packed FMA (exit 3: the message lists file:line of each marker and suggests --apply-deltas OFF).
 # flash_attn_delta_definitions(<out var>)
 #   Compile definitions for the kernel units.
-# Defaults and help texts: options.<name> in build-manifest.json.
-include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnManifest.cmake")
-foreach(_fa_name FLASH_ATTN_APPLY_DELTAS FLASH_ATTN_PACKED_FMA)
-  flash_attn_manifest_get(_fa_default options ${_fa_name} default)
-  flash_attn_manifest_get(_fa_doc options ${_fa_name} doc)
-  option(${_fa_name} "${_fa_doc}" ${_fa_default})
-endforeach()
-flash_attn_manifest_get(_fa_default options FLASH_ATTN_RESCALE_THRESHOLD default)
-flash_attn_manifest_get(_fa_doc options FLASH_ATTN_RESCALE_THRESHOLD doc)
-set(FLASH_ATTN_RESCALE_THRESHOLD "${_fa_default}" CACHE STRING "${_fa_doc}")
-option(FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET "Test only: A-1 without the max reset (deliberately wrong)" OFF)
+# Defaults and help texts: options.<name> in build-manifest.json. Like every option, each may come
+# from the environment variable of the same name (flash_attn_option, cmake/FlashAttnOptions.cmake,
+# which CMakeLists.txt includes first).
+flash_attn_option(FLASH_ATTN_APPLY_DELTAS)
+flash_attn_option(FLASH_ATTN_RESCALE_THRESHOLD)
+flash_attn_option(FLASH_ATTN_PACKED_FMA)
+flash_attn_option(FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET)
 
 if(NOT FLASH_ATTN_RESCALE_THRESHOLD MATCHES "^[0-9]+(\\.[0-9]+)?$")
   message(FATAL_ERROR "flash_attn: FLASH_ATTN_RESCALE_THRESHOLD='${FLASH_ATTN_RESCALE_THRESHOLD}' must be a "

@@ -1,7 +1,7 @@
 # FlashAttnHostFlags.cmake
 #
 # Host-compiler and nvcc flags for the flash_attn extension, chosen per
-# compiler, CUDA toolkit and torch version (DESIGN.md, "Data flow", step 4).
+# compiler, CUDA toolkit and torch version (docs/design.md, "Data flow", step 4).
 #
 # The function is pure: it reads only its arguments (never CMAKE_* variables),
 # so tests run it with `cmake -P` on any machine, and CMakeLists.txt calls it
@@ -24,7 +24,7 @@
 # calling scope (a macro, so the function works from any scope). Errors: none.
 # ---------------------------------------------------------------------------
 macro(_flash_attn_host_flags_data)
-  # From torch 2.13 on, everything is built as C++20 (DESIGN.md step 4).
+  # From torch 2.13 on, everything is built as C++20 (docs/design.md step 4).
   # torch 2.13 rebuilt c10::ArrayRef on HeaderOnlyArrayRef with hidden-friend
   # operator== overloads (pytorch/pytorch#185379); MSVC then reports C2666
   # ("overloaded functions have similar conversions") on `ArrayRef ==
@@ -127,9 +127,9 @@ endfunction()
 #   - MSVC older than 19.25 (no /Zc:preprocessor), or older than 19.29 with
 #     torch >= 2.13 (no /std:c++20).
 # Rules and their sources:
-#   - C++20 for torch >= 2.13, else C++17, for every compiler: DESIGN.md step
+#   - C++20 for torch >= 2.13, else C++17, for every compiler: docs/design.md step
 #     4 and the data macro above; nvcc 13.0 builds the units with torch 2.14.1
-#     headers and -std=c++20 (DESIGN.md, measured facts).
+#     headers and -std=c++20 (docs/design.md, measured facts).
 #   - MSVC /Zc:preprocessor: always passed. CCCL in CUDA >= 13.2 fails with
 #     C1189 without it; CCCL also warns whenever MSVC's traditional
 #     preprocessor is used (NVIDIA/cccl#5171, #5172). Earlier toolkits compile
@@ -141,9 +141,9 @@ endfunction()
 #     standard C++ exceptions (torch throws c10::Error).
 #   - GNU-like -fvisibility=hidden: export nothing but what loading needs;
 #     TORCH_LIBRARY registers operators from static initializers, so no symbol
-#     has to be exported (DESIGN.md: LNK1189 export limit, same policy).
+#     has to be exported (docs/design.md: LNK1189 export limit, same policy).
 #   - forwarding through -Xcompiler: nvcc compiles the host side of .cu files
-#     with the same compiler, which must see the same flags (DESIGN.md step 4).
+#     with the same compiler, which must see the same flags (docs/design.md step 4).
 # ---------------------------------------------------------------------------
 function(flash_attn_host_flags)
   _flash_attn_host_flags_data()

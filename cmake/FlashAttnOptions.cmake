@@ -6,14 +6,18 @@ include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnManifest.cmake")
 
 # flash_attn_option(<name>)
 #   Cache variable <name>; its default is $ENV{<name>} when set, else options.<name>.default of
-#   build-manifest.json, whose options.<name>.doc is the help text.
+#   build-manifest.json, whose options.<name>.doc is the help text. An empty value (-D<name>=) also
+#   means that default: the nox sessions and pyproject.toml's cmake.define pass every option on every
+#   configure, empty when not given, so a reused build folder never keeps a value of an earlier build.
 macro(flash_attn_option name)
   flash_attn_manifest_get(_fa_default options ${name} default)
   flash_attn_manifest_get(_fa_doc options ${name} doc)
   if(DEFINED ENV{${name}} AND NOT "$ENV{${name}}" STREQUAL "")
-    set(${name} "$ENV{${name}}" CACHE STRING "${_fa_doc}")
-  else()
-    set(${name} "${_fa_default}" CACHE STRING "${_fa_doc}")
+    set(_fa_default "$ENV{${name}}")
+  endif()
+  set(${name} "${_fa_default}" CACHE STRING "${_fa_doc}")
+  if("${${name}}" STREQUAL "")
+    set(${name} "${_fa_default}" CACHE STRING "${_fa_doc}" FORCE)
   endif()
 endmacro()
 
@@ -53,7 +57,10 @@ endif()
 
 # flash_attn_enable_cuda()
 #   Enables the CUDA language, with a message that says what to install when no nvcc is found,
-#   and sets FLASH_ATTN_FATBIN_FLAGS (--compress-mode needs nvcc >= 12.8; older nvcc gets none).
+#   and sets FLASH_ATTN_FATBIN_FLAGS (--compress-mode needs the nvcc of options.
+#   FLASH_ATTN_FATBIN_COMPRESSION.min_cuda in build-manifest.json, 12.8, or newer) and
+#   FLASH_ATTN_FATBIN_COMPRESSION_USED, the mode the build info records: the option's value, or
+#   "none" on older nvcc, where no --compress-mode is passed and the option is unused.
 macro(flash_attn_enable_cuda)
   include(CheckLanguage)
   check_language(CUDA)
@@ -63,10 +70,15 @@ macro(flash_attn_enable_cuda)
   endif()
   enable_language(CUDA)
   set(FLASH_ATTN_FATBIN_FLAGS "")
-  if(CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.8)
+  flash_attn_manifest_get(_fa_compress_min_cuda options FLASH_ATTN_FATBIN_COMPRESSION min_cuda)
+  if(CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL _fa_compress_min_cuda)
     set(FLASH_ATTN_FATBIN_FLAGS "--compress-mode=${FLASH_ATTN_FATBIN_COMPRESSION}")
-  elseif(NOT FLASH_ATTN_FATBIN_COMPRESSION STREQUAL "default")
-    message(WARNING "flash_attn: nvcc ${CMAKE_CUDA_COMPILER_VERSION} has no --compress-mode; using its default")
+    set(FLASH_ATTN_FATBIN_COMPRESSION_USED "${FLASH_ATTN_FATBIN_COMPRESSION}")
+    message(STATUS "flash_attn: nvcc ${CMAKE_CUDA_COMPILER_VERSION}, fatbin compression ${FLASH_ATTN_FATBIN_COMPRESSION}")
+  else()
+    set(FLASH_ATTN_FATBIN_COMPRESSION_USED "none")
+    message(STATUS "flash_attn: nvcc ${CMAKE_CUDA_COMPILER_VERSION}, fatbin compression none (no --compress-mode "
+                   "before CUDA ${_fa_compress_min_cuda}; FLASH_ATTN_FATBIN_COMPRESSION=${FLASH_ATTN_FATBIN_COMPRESSION} "
+                   "unused)")
   endif()
-  message(STATUS "flash_attn: nvcc ${CMAKE_CUDA_COMPILER_VERSION}, fatbin compression ${FLASH_ATTN_FATBIN_COMPRESSION}")
 endmacro()

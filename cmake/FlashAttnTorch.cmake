@@ -75,7 +75,12 @@ macro(flash_attn_find_torch)
     set(CUDA_TOOLKIT_ROOT_DIR "${CMAKE_CUDA_COMPILER_TOOLKIT_ROOT}")
   endif()
   list(PREPEND CMAKE_PREFIX_PATH "${_fat_prefix}")
+  # TorchConfig looks for the kineto profiler library, which torch's pip wheels do not ship as a
+  # separate file, and warns "library kineto not found". We never link TORCH_LIBRARIES (see
+  # flash_attn_torch below), so a set variable skips that search (find_library, policy CMP0125).
+  set(kineto_LIBRARY "kineto-not-linked")
   find_package(Torch REQUIRED)
+  unset(kineto_LIBRARY)
   set(CMAKE_CUDA_FLAGS "${_fat_saved_cuda_flags}")
   set(CMAKE_CUDA_ARCHITECTURES "${_fat_saved_archs}")
   # Our own link target: torch's headers and only the libraries an operator library needs.

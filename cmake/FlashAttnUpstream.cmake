@@ -38,15 +38,18 @@ endfunction()
 # flash_attn_verify_sdist(<file>)
 #   Stops the configure with FATAL_ERROR when <file> is missing or its SHA-256 is not the pin.
 function(flash_attn_verify_sdist file)
-  if(NOT EXISTS "${file}")
-    message(FATAL_ERROR "flash_attn: sdist ${file} does not exist. Pass FLASH_ATTN_SDIST=<path to "
+  if(NOT EXISTS "${file}" OR IS_DIRECTORY "${file}")
+    message(FATAL_ERROR "flash_attn: sdist ${file} does not exist or is a folder. Pass FLASH_ATTN_SDIST=<path to "
                         "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}.tar.gz> or unset it to download the pin.")
   endif()
   file(SHA256 "${file}" actual)
   if(NOT actual STREQUAL FLASH_ATTN_UPSTREAM_SHA256)
-    message(FATAL_ERROR "flash_attn: sdist ${file} has sha256 ${actual}, expected ${FLASH_ATTN_UPSTREAM_SHA256} "
-                        "(flash-attn==${FLASH_ATTN_UPSTREAM_VERSION}). Delete it and rebuild to download it again, "
-                        "or use FLASH_ATTN_SOURCE_DIR for a tree of another version.")
+    message(FATAL_ERROR "flash_attn: ${file} is not the pinned sdist flash-attn==${FLASH_ATTN_UPSTREAM_VERSION}: its "
+                        "sha256 is ${actual}, expected ${FLASH_ATTN_UPSTREAM_SHA256}. Pass the right file as "
+                        "FLASH_ATTN_SDIST (FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE pip download --no-deps --no-binary "
+                        ":all: --no-build-isolation flash-attn==${FLASH_ATTN_UPSTREAM_VERSION}, with torch "
+                        "installed), leave FLASH_ATTN_SDIST unset to download it, or use FLASH_ATTN_SOURCE_DIR for a "
+                        "tree of another version.")
   endif()
 endfunction()
 
@@ -101,12 +104,13 @@ function(flash_attn_prepare_upstream)
   cmake_parse_arguments(arg "" "PYTHON;OUT_TREE;OUT_CUTLASS;OUT_SOURCE;OUT_VERSION;OUT_SHA256;OUT_FRESH" "STAMP_INPUTS"
                         ${ARGN})
   set(stage "${CMAKE_BINARY_DIR}/upstream")
-  # Whether the deltas are applied is part of the staged tree's identity: switching
-  # FLASH_ATTN_APPLY_DELTAS in a reused build directory must restage, never keep a patched tree.
+  # layout 2: the staged tree holds upstream's LICENSE (shipped in the wheel). Whether the deltas
+  # are applied is part of the staged tree's identity too: switching FLASH_ATTN_APPLY_DELTAS in a
+  # reused build directory must restage, never keep a patched tree.
   if(FLASH_ATTN_APPLY_DELTAS)
-    set(identity "deltas=on;")
+    set(identity "layout2;deltas=on;")
   else()
-    set(identity "deltas=off;")
+    set(identity "layout2;deltas=off;")
   endif()
   foreach(input IN LISTS arg_STAMP_INPUTS)
     file(SHA256 "${input}" h)
@@ -157,13 +161,17 @@ function(flash_attn_prepare_upstream)
     if(source STREQUAL "dir")
       file(MAKE_DIRECTORY "${stage}/csrc")
       file(COPY "${user_tree}/csrc/flash_attn" DESTINATION "${stage}/csrc")
+      if(EXISTS "${user_tree}/LICENSE")
+        file(COPY "${user_tree}/LICENSE" DESTINATION "${stage}")
+      endif()
     else()
       # Extract to a scratch folder first so an interrupted extraction never looks complete.
       set(scratch "${CMAKE_BINARY_DIR}/upstream.extract")
       file(REMOVE_RECURSE "${scratch}")
       file(ARCHIVE_EXTRACT INPUT "${sdist}" DESTINATION "${scratch}"
            PATTERNS "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}/csrc/flash_attn/*"
-                    "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}/csrc/cutlass/include/*")
+                    "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}/csrc/cutlass/include/*"
+                    "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}/LICENSE")
       file(RENAME "${scratch}/flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}" "${stage}")
       file(REMOVE_RECURSE "${scratch}")
     endif()

@@ -59,6 +59,12 @@ __all__ = [
 ]
 
 LIBRARY_ENV = "FLASH_ATTN_LIB"
+# dlopen / LoadLibrary reasons that mean "this file is not a shared library" (not a missing dependency).
+_NOT_A_LIBRARY_RE = re.compile(
+    r"invalid ELF header|file too short|not an ELF|wrong ELF class|ELF load command|not a valid Win32 application"
+    r"|%1 is not a valid",
+    re.IGNORECASE,
+)
 
 _LIBRARY_RE = re.compile(r"_C_(?P<group>[A-Za-z0-9]+)(?:\.[^.]+)*\.(?:so|pyd)")
 
@@ -272,10 +278,21 @@ def initialize(*, force: bool = False, warn: bool = True) -> LibraryState:
     try:
         torch.ops.load_library(str(state.library))
     except Exception as exc:  # OSError from dlopen/LoadLibrary, or a registration error
+        # torch re-raises dlopen's error as "Could not load this library"; the reason is its cause.
+        reason = str(exc.__cause__ or exc)
+        if _NOT_A_LIBRARY_RE.search(reason):  # the file itself is no library: keep the loader's reason
+            return _fail(
+                state,
+                LibraryLoadError(
+                    f"{state.library} is not a loadable shared library: {reason}. Point {LIBRARY_ENV} at a built "
+                    "_C_<group> library, or reinstall the wheel"
+                ),
+                warn=warn,
+            )
         return _fail(
             state,
             LibraryLoadError(
-                f"loading {state.library} failed: {exc}. The build info says it needs torch "
+                f"loading {state.library} failed: {reason}. The build info says it needs torch "
                 f"{info['torch_version']} with CUDA {info['torch_cuda_version']}; a missing CUDA runtime "
                 "library or a torch other than that one are the usual causes. Reinstall the matching wheel "
                 "or rebuild (`nox -s dev` or `pip install .`)"

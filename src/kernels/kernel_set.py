@@ -146,6 +146,11 @@ def resolve(spec: str) -> tuple[str, list[Unit]]:
                 "unit names / patterns such as fwd_hdim64_fp16, bwd_hdim128_*, fwd*_hdim64_bf16*"
             )
         chosen.update(hits)
+    if not chosen:  # only separators, e.g. "," or ";"
+        raise KernelSetError(
+            f"kernel set '{spec}' lists no unit; use one of {', '.join(NAMED_SETS)} or unit names such as "
+            "fwd_hdim64_fp16"
+        )
     return (spec if named else "custom"), order_heaviest_first(chosen)
 
 

@@ -17,12 +17,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _paths, progress
+from . import _paths, checksums, progress, tagging
 from .errors import ReleaseError
 
 _SHOWN_RE = re.compile(
@@ -44,7 +43,10 @@ def build_command(python: str, source_dir: Path, build_dir: Path, outdir: Path, 
 
 
 def build_env(base: dict | None = None) -> dict[str, str]:
+    """The build's environment: Ninja's status format, unbuffered output, and SOURCE_DATE_EPOCH
+    (tagging.source_date_epoch) for the wheel's zip timestamps, so the same inputs give the same bytes."""
     env = dict(os.environ if base is None else base)
+    env["SOURCE_DATE_EPOCH"] = tagging.source_date_epoch(env)
     env["NINJA_STATUS"] = "[%f/%t] "  # the format BuildProgress parses: finished/total edges
     env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -98,13 +100,13 @@ def run_streamed(
 ) -> tuple[float, int]:
     """Run `cmd` (a build whose CMake binary dir is `build_dir`) with streamed, followable output.
 
-    Returns (wall seconds, size of .ninja_log before the run); raises ReleaseError with the last
+    Returns (wall seconds, the .ninja_log lines before the run); raises ReleaseError with the last
     lines of the log when the command fails.
     """
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
     log_path = build_dir / LOG_NAME
-    log_offset = progress.ninja_log_size(build_dir)
+    log_before = progress.ninja_log_lines(build_dir)
     state = progress.BuildProgress(units=[])
     display = _Display(state, verbose)
     tail: deque[str] = deque(maxlen=80)
@@ -125,10 +127,16 @@ def run_streamed(
                 env=build_env(),
                 cwd=cwd,
             )
+            in_message = False  # inside the indented text of a shown "CMake Warning/Error" block
             for raw in proc.stdout:
                 line = raw.rstrip("\n")
                 log.write(raw)
                 tail.append(line)
+                if in_message and not verbose:
+                    in_message = line.startswith(" ") or line == ""
+                    if in_message and line:
+                        display.line(line)
+                        continue
                 if state.feed(line):
                     if not state.units:
                         state.set_units(progress.units_of_build_dir(build_dir))
@@ -137,6 +145,7 @@ def run_streamed(
                         display.line(line)
                 elif verbose or _SHOWN_RE.search(line):
                     display.line(line)
+                    in_message = line.startswith("CMake Warning") or line.startswith("CMake Error")
             rc = proc.wait()
     except KeyboardInterrupt:
         if proc is not None:
@@ -151,7 +160,7 @@ def run_streamed(
                 what, rc, "\n".join(tail), log_path
             )
         )
-    return time.monotonic() - started, log_offset
+    return time.monotonic() - started, log_before
 
 
 def run_build(
@@ -166,19 +175,19 @@ def run_build(
     """Build one wheel into `outdir`; raises ReleaseError (with the log's tail) when it fails."""
     build_dir = Path(build_dir)
     cmd = build_command(python, source_dir, build_dir, outdir, defines)
-    wall, log_offset = run_streamed(cmd, build_dir, verbose, cwd=source_dir)
+    wall, log_before = run_streamed(cmd, build_dir, verbose, cwd=source_dir)
     wheels = sorted(Path(outdir).glob("*.whl"))
     if len(wheels) != 1:
         raise ReleaseError(f"the build exited 0 but left {len(wheels)} wheels in {outdir}; see {build_dir / LOG_NAME}")
-    entries = progress.read_ninja_log(build_dir / ".ninja_log", log_offset)
+    entries = progress.read_ninja_log(build_dir / ".ninja_log", log_before)
     s = progress.summary(entries, wall, progress.peak_child_rss_bytes(), library_sizes(wheels[0], nvcc))
-    (build_dir / SUMMARY_NAME).write_text(json.dumps(s, indent=1) + "\n", encoding="utf-8")
+    checksums.atomic_write_text(build_dir / SUMMARY_NAME, json.dumps(s, indent=1) + "\n")
     return BuildResult(wheel=wheels[0], summary=s, log=build_dir / LOG_NAME)
 
 
 def library_sizes(wheel: Path, nvcc: str | None = None) -> dict[str, int]:
     """Per-arch device code size of the wheel's flash_attn/_C_<group> library (see progress.arch_sizes)."""
-    with zipfile.ZipFile(wheel) as zf:
+    with tagging.open_wheel(wheel) as zf:
         libs = [n for n in zf.namelist() if re.match(r"^flash_attn/_C_\w+\.(so|pyd)$", n)]
         if not libs:
             return {}

@@ -3,6 +3,12 @@
 Each line is ``<64 lowercase hex>  <file name>`` (two spaces: text mode, which GNU sha256sum
 writes by default and treats the same as binary on Linux), names relative to the folder of the
 checksum file, sorted, with "/" as separator. Files are written atomically.
+
+The names are relative, as ``sha256sum -c`` expects, so that tool verifies from the checksum
+file's folder (``cd wheelhouse && sha256sum -c flash_attn-...whl.sha256``). The verifier here
+resolves them against the checksum file's folder, so it works from anywhere:
+``python -m release.checksums wheelhouse/flash_attn-...whl.sha256`` (exit 0 when every file
+matches, 2 otherwise).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import os
 import re
 from pathlib import Path
 
-from .errors import ReleaseError
+from .errors import ReleaseError, run_main
 
 _LINE_RE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
 
@@ -82,12 +88,19 @@ def verify_sha256sums(sums: Path) -> list[str]:
     sums = Path(sums)
     base = sums.parent
     problems, checked = [], []
-    for digest, name in parse_sha256sums(sums.read_text(encoding="utf-8")):
+    try:
+        text = sums.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ReleaseError(f"cannot read the checksum file {sums}: {e}") from None
+    for digest, name in parse_sha256sums(text):
         target = base / name
         if not target.is_file():
-            problems.append(f"{name}: missing")
-        elif sha256_file(target) != digest:
-            problems.append(f"{name}: checksum mismatch")
+            problems.append(f"{name}: missing (looked for {target})")
+        elif (found := sha256_file(target)) != digest:
+            problems.append(
+                f"{name}: checksum mismatch (sha256 {found}, listed {digest}): the file is damaged, truncated or "
+                "another file than the one the checksum was written for; download or build it again"
+            )
         else:
             checked.append(name)
     if problems:
@@ -95,3 +108,40 @@ def verify_sha256sums(sums: Path) -> list[str]:
     if not checked:
         raise ReleaseError(f"{sums} lists no files")
     return checked
+
+
+def verify_sidecar(path: Path) -> bool:
+    """Verify `<path>.sha256` when it exists (before the file is opened); True when it was checked.
+
+    Raises ReleaseError when the sidecar does not list `path`'s name or the hash differs.
+    """
+    path = Path(path)
+    sidecar = path.with_name(path.name + ".sha256")
+    if not sidecar.is_file():
+        return False
+    names = verify_sha256sums(sidecar)
+    if path.name not in names:
+        raise ReleaseError(f"{sidecar} lists {names}, not {path.name}; write it again or remove it")
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m release.checksums FILE.sha256...``: verify checksum files from any folder."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="python -m release.checksums", description="Verify sha256sum-format files.")
+    p.add_argument("sums", nargs="+", type=Path, help="SHA256SUMS or <file>.sha256 files")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+
+    def body() -> int:
+        for sums in args.sums:
+            for name in verify_sha256sums(sums):
+                print(f"{sums.parent / name}: OK")
+        return 0
+
+    return run_main(body, prog="release.checksums")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -19,7 +19,7 @@ import os
 import sys
 
 from . import _paths, build_key, builder, manifest, options, toolchain
-from .errors import ReleaseError
+from .errors import run_main
 
 
 def install_command(python: str, build_dir, defines: dict[str, str]) -> list[str]:
@@ -32,35 +32,39 @@ def install_command(python: str, build_dir, defines: dict[str, str]) -> list[str
 
 def main(argv: list[str] | None = None, probe=toolchain.probe) -> int:
     p = argparse.ArgumentParser(prog="python -m release.dev", description=__doc__.split("\n")[0])
-    default = manifest.option_default("FLASH_ATTN_ARCH_GROUP")
+    default = os.environ.get("FLASH_ATTN_ARCH_GROUP") or manifest.option_default("FLASH_ATTN_ARCH_GROUP")
     p.add_argument(
-        "--arch-group", dest="group", default=default, help=f"{', '.join(options.GROUPS)} (default {default})"
+        "--arch-group",
+        dest="group",
+        default=default,
+        help=f"{', '.join(options.GROUPS)} (default {default}; FLASH_ATTN_ARCH_GROUP)",
     )
     options.add_arguments(p)
     p.set_defaults(kernel_set=None)
     ns = p.parse_args(sys.argv[1:] if argv is None else argv)
     if not ns.kernel_set:
         ns.kernel_set = os.environ.get("FLASH_ATTN_KERNEL_SET") or "dev"
-    try:
+
+    def body() -> int:
         opts = options.from_namespace(ns)
         opts.validate(check_out=False)
         if opts.torch_version:
             toolchain.ensure_torch(opts.torch_version)
         tc = probe()
         toolchain.check(tc, want_torch=opts.torch_version)
+        opts.validate_toolchain(tc.cuda_version)
         bdir = build_key.build_dir(opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs)
         builder.run_streamed(
             install_command(tc.python, bdir, opts.cmake_defines()), bdir, opts.verbose, what="the editable install"
         )
-    except ReleaseError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        return 2
-    print(
-        f"release: editable install done ({bdir.name}). In this environment `import flash_attn` rebuilds what "
-        f"changed under src/; environment: {sys.prefix}",
-        flush=True,
-    )
-    return 0
+        print(
+            f"release: editable install done ({bdir.name}). In this environment `import flash_attn` rebuilds what "
+            f"changed under src/; environment: {sys.prefix}",
+            flush=True,
+        )
+        return 0
+
+    return run_main(body, prog="release.dev")
 
 
 if __name__ == "__main__":

@@ -47,3 +47,9 @@ def arch_groups(data: dict | None = None) -> dict[str, dict]:
 def option_default(name: str, data: dict | None = None) -> str:
     """The default of the CMake option ``name`` (e.g. FLASH_ATTN_KERNEL_SET -> "release")."""
     return (data or load())["options"][name]["default"]
+
+
+def upstream_pin(data: dict | None = None) -> tuple[str, str]:
+    """(version, sha256) of the pinned upstream sdist, e.g. ("2.8.3.post2", "d0f9...")."""
+    upstream = (data or load())["upstream"]
+    return upstream["version"], upstream["sha256"]

@@ -2,13 +2,16 @@
 
 Every CMake option of the build (cmake/FlashAttnOptions.cmake, cmake/FlashAttnDeltas.cmake) can
 be given as a flag after ``--`` or as the environment variable of the same name; the flag wins.
-The resolved options are passed to CMake as ``-C cmake.define.NAME=VALUE`` on every build, so a
-reused build directory never keeps a stale value in its cache (a CMake cache variable ignores
-the environment once it is set).
+Every option, the ones left at their default included (:data:`DEFAULTS`), is passed to CMake as
+``-C cmake.define.NAME=VALUE`` on every build, so a reused build directory never keeps a stale
+value in its cache (a CMake cache variable ignores the environment once it is set); after the
+build, :func:`check_build_info` compares the wheel's build info with what was asked.
 
-:func:`parse` turns an argument list into :class:`BuildOptions`; :func:`BuildOptions.validate`
-checks everything that can be checked before anything is built (group, archs, kernel set,
-output folder) and raises :class:`~release.errors.ReleaseError` with what to do next.
+:func:`from_namespace` turns parsed flags into :class:`BuildOptions`; :func:`BuildOptions.validate`
+checks everything that can be checked before anything is created (group, archs, kernel set,
+sdist, source and CUTLASS folders, output folder), :func:`BuildOptions.validate_toolchain` what
+needs the probed nvcc (archs the toolkit cannot build); both raise
+:class:`~release.errors.ReleaseError` with what to do next.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import _paths, manifest
+from . import _paths, arch_rules, checksums, manifest
 from .errors import ReleaseError
 
 _MANIFEST = manifest.load()
@@ -45,6 +48,26 @@ PASS_THROUGH = tuple(
         ("packed_fma", "FLASH_ATTN_PACKED_FMA", "ON/OFF: A-2 packed FMA on sm_100+ (default {default})"),
     )
 )
+# The value CMake uses when an option is not given (options.<name>.default of the manifest, which
+# cmake/FlashAttnOptions.cmake and cmake/FlashAttnDeltas.cmake apply); "" is "not set" for the paths.
+# Passed explicitly on every build. FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET is test only, never a
+# session flag: passed OFF so a value set by hand in a build folder's cache cannot reach a wheel.
+DEFAULTS = {
+    name: _OPTIONS[name]["default"]
+    for name in (
+        "FLASH_ATTN_FATBIN_COMPRESSION",
+        "FLASH_ATTN_SOURCE_DIR",
+        "FLASH_ATTN_SDIST",
+        "FLASH_ATTN_CUTLASS_DIR",
+        "FLASH_ATTN_APPLY_DELTAS",
+        "FLASH_ATTN_RESCALE_THRESHOLD",
+        "FLASH_ATTN_PACKED_FMA",
+        "FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET",
+    )
+}
+# nvcc gained --compress-mode in CUDA 12.8 (options.FLASH_ATTN_FATBIN_COMPRESSION.min_cuda of the
+# manifest); older nvcc builds without it (recorded as "none").
+COMPRESS_MODE_MIN_CUDA = tuple(int(x) for x in _OPTIONS["FLASH_ATTN_FATBIN_COMPRESSION"]["min_cuda"].split("."))
 
 
 def parse_archs(text: str) -> list[int]:
@@ -117,25 +140,175 @@ class BuildOptions:
         mode = self.passthrough.get("FLASH_ATTN_FATBIN_COMPRESSION")
         if mode is not None and mode not in FATBIN_MODES:
             raise ReleaseError(f"fatbin compression '{mode}' is not one of {', '.join(FATBIN_MODES)}")
+        threshold = self.passthrough.get("FLASH_ATTN_RESCALE_THRESHOLD")
+        if threshold is not None and not re.fullmatch(r"[0-9]+(\.[0-9]+)?", threshold):
+            raise ReleaseError(
+                f"FLASH_ATTN_RESCALE_THRESHOLD='{threshold}' must be a non-negative number such as 8.0 "
+                "(or 0 for upstream's behaviour)."
+            )
         ks = _paths.kernel_set()
         try:
             resolved = ks.resolve(self.kernel_set)
         except ks.KernelSetError as e:
             raise ReleaseError(f"kernel set: {e}") from None
+        arch_rules.check_archs(self.group, self.cuda_archs)
+        check_inputs(self.passthrough)
         if check_out:
             check_out_dir(self.out_dir, _paths.package_version())
+            check_writable(self.out_dir)
         return resolved
 
+    def validate_toolchain(self, cuda_version: str) -> None:
+        """Checks that need nvcc's version: every arch of the group must be buildable by it."""
+        arch_rules.check_archs(self.group, self.cuda_archs, cuda_version)
+        if _cuda_tuple(cuda_version) < COMPRESS_MODE_MIN_CUDA and self.fatbin_compression() != "none":
+            print(
+                f"release: nvcc {cuda_version} has no --compress-mode; fatbin compression is none "
+                f"(--fatbin-compression {self.fatbin_compression()} is unused)",
+                flush=True,
+            )
+
+    def fatbin_compression(self) -> str:
+        return self.passthrough.get("FLASH_ATTN_FATBIN_COMPRESSION", DEFAULTS["FLASH_ATTN_FATBIN_COMPRESSION"])
+
     def cmake_defines(self) -> dict[str, str]:
-        """The -D values of this build (all of them, so a reused cache never keeps a stale one)."""
+        """The -D values of this build: every option, defaults included, so a reused cache never keeps
+        a stale value (the init cache scikit-build-core writes sets each one with FORCE)."""
         defines = {
             "FLASH_ATTN_ARCH_GROUP": self.group,
             "FLASH_ATTN_CUDA_ARCHS": ";".join(map(str, self.cuda_archs)),
             "FLASH_ATTN_KERNEL_SET": self.kernel_set,
             "FLASH_ATTN_JOBS": str(self.jobs) if self.jobs else "",
         }
+        defines.update(DEFAULTS)
         defines.update(self.passthrough)
         return defines
+
+    def expected_build_info(self, cuda_version: str | None = None) -> dict[str, object]:
+        """What the build info of this build must say, as {dotted key: value} (see check_build_info)."""
+        d = self.cmake_defines()
+        mode = d["FLASH_ATTN_FATBIN_COMPRESSION"]
+        if cuda_version and _cuda_tuple(cuda_version) < COMPRESS_MODE_MIN_CUDA:
+            mode = "none"
+        # A local tree is recorded by its absolute path (CMake's file(REAL_PATH), forward slashes).
+        tree = d["FLASH_ATTN_SOURCE_DIR"]
+        source = Path(tree).resolve().as_posix() if tree else "sdist-file" if d["FLASH_ATTN_SDIST"] else "sdist"
+        expected: dict[str, object] = {
+            "group": self.group,
+            "deltas.applied": d["FLASH_ATTN_APPLY_DELTAS"] == "ON",
+            "deltas.broken_no_max_reset": False,
+            "fatbin_compression": mode,
+            "upstream.source": source,
+        }
+        if d["FLASH_ATTN_APPLY_DELTAS"] == "ON":
+            expected["deltas.rescale_threshold"] = float(d["FLASH_ATTN_RESCALE_THRESHOLD"])
+            expected["deltas.packed_fma"] = d["FLASH_ATTN_PACKED_FMA"] == "ON"
+        if self.group == "custom":
+            expected["archs"] = list(self.cuda_archs)
+        return expected
+
+
+# Which option sets each checked build info key (named in the refusal).
+_INFO_OPTION = {
+    "group": "FLASH_ATTN_ARCH_GROUP",
+    "archs": "FLASH_ATTN_CUDA_ARCHS (--cuda-archs)",
+    "deltas.applied": "FLASH_ATTN_APPLY_DELTAS (--apply-deltas)",
+    "deltas.rescale_threshold": "FLASH_ATTN_RESCALE_THRESHOLD (--rescale-threshold)",
+    "deltas.packed_fma": "FLASH_ATTN_PACKED_FMA (--packed-fma)",
+    "deltas.broken_no_max_reset": "FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET",
+    "fatbin_compression": "FLASH_ATTN_FATBIN_COMPRESSION (--fatbin-compression)",
+    "upstream.source": "FLASH_ATTN_SOURCE_DIR / FLASH_ATTN_SDIST (--source-dir / --sdist)",
+}
+
+
+def _cuda_tuple(version: str) -> tuple[int, int]:
+    parts = [int(x) for x in re.findall(r"\d+", version)[:2]]
+    return (parts + [0, 0])[0], (parts + [0, 0])[1]
+
+
+def check_build_info(info: dict, expected: dict[str, object], kernel_set: str, build_dir: Path) -> None:
+    """Refuse a built wheel whose build info disagrees with the options asked for.
+
+    `expected` maps dotted keys of the build info (``deltas.applied``) to values
+    (BuildOptions.expected_build_info); the kernel set must match by name ("custom" for a list).
+    Raises ReleaseError naming each option whose value did not reach the build.
+    """
+    problems = []
+    for key, want in expected.items():
+        got: object = info
+        for part in key.split("."):
+            got = got.get(part) if isinstance(got, dict) else None
+        if isinstance(want, float):
+            ok = isinstance(got, (int, float)) and float(got) == want
+        else:
+            ok = got == want
+        if not ok:
+            problems.append(f"{_INFO_OPTION.get(key, key)}: asked {want!r}, the build info says {got!r}")
+    set_name = _paths.kernel_set().resolve(kernel_set)[0]
+    if info.get("kernel_set") != set_name:
+        problems.append(f"FLASH_ATTN_KERNEL_SET (--kernel-set): asked {set_name!r}, built {info.get('kernel_set')!r}")
+    if problems:
+        raise ReleaseError(
+            "the built wheel does not match the options asked for, so it was not tagged:\n  "
+            + "\n  ".join(problems)
+            + f"\nRemove the build folder {build_dir} and build again."
+        )
+
+
+def check_inputs(passthrough: Mapping[str, str]) -> None:
+    """--sdist must be the pinned sdist file, --source-dir and --cutlass-dir existing folders."""
+    sdist = passthrough.get("FLASH_ATTN_SDIST")
+    if sdist:
+        path = Path(sdist)
+        version, want = manifest.upstream_pin()
+        if not path.is_file():
+            what = "a folder" if path.is_dir() else "not there"
+            raise ReleaseError(
+                f"--sdist {path} is {what}; pass the file flash_attn-{version}.tar.gz, or leave --sdist out and the "
+                "build downloads the pinned sdist with pip."
+            )
+        found = checksums.sha256_file(path)
+        if found != want:
+            raise ReleaseError(
+                f"--sdist {path} is not the pinned sdist flash-attn=={version}: its sha256 is {found}, expected "
+                f"{want}. Get the right file with `FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE pip download --no-deps "
+                f"--no-binary :all: --no-build-isolation flash-attn=={version}` (with torch installed), or leave "
+                "--sdist out and the build downloads it. A tree of another "
+                "version builds with --source-dir."
+            )
+    for name, flag in (("FLASH_ATTN_SOURCE_DIR", "--source-dir"), ("FLASH_ATTN_CUTLASS_DIR", "--cutlass-dir")):
+        value = passthrough.get(name)
+        if value and not Path(value).is_dir():
+            what = "a file" if Path(value).exists() else "not there"
+            raise ReleaseError(f"{flag} {value} ({name}) is {what}; pass an existing folder, or leave it out.")
+    source = passthrough.get("FLASH_ATTN_SOURCE_DIR")
+    if source and not (Path(source) / "csrc" / "flash_attn" / "src" / "flash.h").is_file():
+        raise ReleaseError(
+            f"--source-dir {source} has no csrc/flash_attn/src/flash.h; expected the root of an upstream "
+            "FlashAttention-2 source tree (the folder that holds setup.py and csrc/)."
+        )
+
+
+def check_writable(out_dir: Path) -> None:
+    """Refuse an output folder this process cannot write (probe file created and deleted).
+
+    When the folder does not exist yet, its nearest existing parent is probed, so the check
+    creates nothing that stays behind.
+    """
+    target = Path(out_dir)
+    while not target.exists() and target.parent != target:
+        target = target.parent
+    if not target.is_dir():
+        raise ReleaseError(f"output folder {out_dir}: {target} is not a folder; pass another --out")
+    probe = target / f".flash_attn-write-probe-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise ReleaseError(
+            f"output folder {out_dir} is not writable ({e.strerror}: {target}); pass another --out or fix its "
+            "permissions. Nothing was built."
+        ) from None
 
 
 def check_out_dir(out_dir: Path, version: str) -> None:

@@ -8,8 +8,9 @@ relative compile cost (``kernel_set.Unit.cost``, fitted to measured per-unit sec
 non-causal split-KV unit costs ~1.5 forward units), so the ETA does not jump when the heavy
 units, which Ninja starts first, finish.
 
-After the build, :func:`read_ninja_log` and :func:`summary` turn the entries the build appended
-to ``.ninja_log`` into the summary table (units compiled, wall time, slowest units, peak memory
+After the build, :func:`read_ninja_log` and :func:`summary` turn the entries the build added
+to ``.ninja_log`` (the lines not in the :func:`ninja_log_lines` snapshot taken before it) into
+the summary table (units compiled, wall time, slowest units, peak memory
 of one compiler process, shared-object size per arch), printed with ``rich`` when available.
 """
 
@@ -154,26 +155,29 @@ class LogEntry:
         return (self.end_ms - self.start_ms) / 1000.0
 
 
-def ninja_log_size(build_dir: Path) -> int:
+def ninja_log_lines(build_dir: Path) -> frozenset[str]:
+    """The entry lines of <build_dir>/.ninja_log now (a snapshot to take before a build)."""
     path = Path(build_dir) / ".ninja_log"
-    return path.stat().st_size if path.is_file() else 0
+    if not path.is_file():
+        return frozenset()
+    return frozenset(path.read_bytes().decode("utf-8", errors="replace").splitlines())
 
 
-def read_ninja_log(path: Path, offset: int = 0) -> list[LogEntry]:
-    """Entries of a .ninja_log (v5-v7: start, end, mtime, output, hash), from byte `offset` on.
+def read_ninja_log(path: Path, seen: frozenset[str] = frozenset()) -> list[LogEntry]:
+    """Entries of a .ninja_log (v5-v7: start, end, mtime, output, hash) that are not in `seen`.
 
-    Ninja appends one line per finished output; the last line of an output wins. When the
-    file is shorter than `offset` (Ninja recompacted it) the whole file is read.
+    Ninja appends one line per finished output; the last line of an output wins. It also
+    recompacts the log now and then, rewriting the file with the last line of every output: a
+    byte offset taken before the build then points into old entries, while the lines themselves
+    are rewritten unchanged. So the entries of this build are the lines not in the snapshot
+    `seen` (:func:`ninja_log_lines` before the build); with nothing to do there are none.
     """
     path = Path(path)
     if not path.is_file():
         return []
-    data = path.read_bytes()
-    if offset > len(data):
-        offset = 0
     entries: dict[str, LogEntry] = {}
-    for line in data[offset:].decode("utf-8", errors="replace").splitlines():
-        if not line or line.startswith("#"):
+    for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
+        if not line or line.startswith("#") or line in seen:
             continue
         parts = line.split("\t")
         if len(parts) < 4:

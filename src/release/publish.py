@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from . import _paths, checksums, smoke
-from .errors import ReleaseError
+from .errors import ReleaseError, run_main
 
 
 def collect_wheels(sources: list[Path]) -> list[Path]:
@@ -50,10 +50,8 @@ def check_wheels(wheels: list[Path]) -> dict[Path, str]:
 
     versions = {}
     for w in wheels:
+        checksums.verify_sidecar(w)  # before the zip is opened: a damaged copy is named as such
         facts, _ = smoke.check_contents(w)
-        sidecar = w.with_name(w.name + ".sha256")
-        if sidecar.is_file():
-            checksums.verify_sha256sums(sidecar)
         versions[w] = facts.version
     publics = {Version(v).public for v in versions.values()}
     if len(publics) != 1:
@@ -158,19 +156,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--allow-missing-reports", action="store_true", help="warn instead of failing (not for releases)")
     p.add_argument("--verify", type=Path, metavar="DIR", help="only verify an existing release folder")
     args = p.parse_args(argv)
-    try:
+
+    def body() -> int:
         if args.verify:
             names = verify_release(args.verify)
             print(f"release: {args.verify} verifies ({len(names)} files)")
             return 0
         out = assemble(args.wheels or [_paths.DEFAULT_WHEELHOUSE], args.reports, args.out, args.allow_missing_reports)
-    except ReleaseError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"release: {out}")
-    for line in (out / "SHA256SUMS").read_text(encoding="utf-8").splitlines():
-        print(f"  {line}")
-    return 0
+        print(f"release: {out}")
+        for line in (out / "SHA256SUMS").read_text(encoding="utf-8").splitlines():
+            print(f"  {line}")
+        return 0
+
+    return run_main(body, prog="release.publish")
 
 
 if __name__ == "__main__":

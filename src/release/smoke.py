@@ -12,8 +12,10 @@
 3. Where the venv's torch sees a GPU: tests/gpu/release_paths.py (the seven release-note
    paths) when that script exists, run with the venv's python.
 
-``python -m release.smoke WHEEL [--group G] [--no-deps] [--isolated]``; exit status 1 when a
-check failed, 2 for bad input.
+``python -m release.smoke WHEEL [--group G] [--no-deps] [--isolated]``. Before the wheel is
+opened, the ``<wheel>.sha256`` beside it (when there is one) must verify, so a damaged copy is
+named as such. Exit status 1 when a check failed, 2 for bad input (a missing, truncated,
+damaged or foreign file, an LFS pointer, a wrong checksum), 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ import tempfile
 import venv
 from pathlib import Path
 
-from . import _paths, tagging
-from .errors import ReleaseError
+from . import _paths, checksums, tagging
+from .errors import CheckFailed, ReleaseError, run_main
 
 CHECK_SCRIPT = Path(__file__).with_name("_smoke_check.py")
 RELEASE_PATHS = _paths.REPO_ROOT / "tests" / "gpu" / "release_paths.py"
@@ -155,7 +157,7 @@ def smoke_test(
         print(f"  [{'ok' if r['ok'] else 'FAILED'}] {r['check']}: {r['detail']}", flush=True)
     if failed:
         tail = proc.stderr.strip().splitlines()[-15:] if proc.stderr else []
-        raise ReleaseError(
+        raise CheckFailed(
             f"smoke test of {wheel.name} failed: "
             + "; ".join(f"{r['check']} ({r['detail']})" for r in failed)
             + ("\n" + "\n".join(tail) if tail else "")
@@ -170,16 +172,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-deps", dest="deps", action="store_false", help="pip install --no-deps (offline)")
     p.add_argument("--isolated", action="store_true", help="venv without system site-packages (downloads torch)")
     args = p.parse_args(argv)
-    try:
+
+    def body() -> int:
         for wheel in args.wheels:
             if not wheel.is_file():
                 raise ReleaseError(f"{wheel} is not a file; pass the path of a built .whl")
+            checksums.verify_sidecar(wheel)
             print(f"release: smoke test of {wheel.name}", flush=True)
             smoke_test(wheel, args.group, deps=args.deps, system_site_packages=not args.isolated)
-    except ReleaseError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+        return 0
+
+    return run_main(body, prog="release.smoke")
 
 
 if __name__ == "__main__":

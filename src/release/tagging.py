@@ -1,7 +1,7 @@
 """Local version labels and wheel re-tagging.
 
 A wheel is tagged with the local version label ``+cu<CUDA>torch<torch>cxx11abi<true|false>.<group>``
-(DESIGN.md), e.g. ``flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy``; a wheel of any
+(docs/design.md), e.g. ``flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy``; a wheel of any
 kernel set other than ``release`` gets the set's name as one more segment
 (``...legacy.ci``, ``...legacy.dev``, ``...legacy.custom``), so a dry-run wheel never carries the
 name of a release wheel. The label is
@@ -14,6 +14,14 @@ same folder, then renamed).
 The platform tag: the build writes ``linux_x86_64`` / ``win_amd64``. A Linux wheel that
 ``auditwheel show`` finds consistent with a manylinux policy (``release.manylinux``) is re-tagged
 with that policy's tag (:func:`platform_tag`, :func:`retag_platform`, ``wheel tags``).
+
+Reproducible: the build (scikit-build-core, ``wheel.reproducible``) and ``wheel pack`` both
+take their zip timestamps from ``SOURCE_DATE_EPOCH`` (:func:`source_date_epoch`), and ``wheel
+pack`` writes members in sorted order with the modes ``wheel unpack`` restored, so the same
+inputs give the same bytes.
+
+A file that is not a readable zip (truncated, damaged, a Git LFS pointer) is reported by
+:func:`open_wheel` as a ReleaseError, never as a ``zipfile`` traceback.
 """
 
 from __future__ import annotations
@@ -32,6 +40,9 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +52,56 @@ from .errors import ReleaseError
 MIN_WHEEL = (0, 48)
 _BUILD_INFO_RE = re.compile(r"^flash_attn/build_info_([a-z0-9_]+)\.json$")
 _LIBRARY_RE = re.compile(r"^flash_attn/_C_([a-z0-9_]+)\.(so|pyd)$")
+
+
+# 1980-01-01, the earliest zip timestamp: used when neither SOURCE_DATE_EPOCH nor git is there.
+FALLBACK_EPOCH = 315532800
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+
+def source_date_epoch(env: dict | None = None) -> str:
+    """The zip timestamp of our wheels: $SOURCE_DATE_EPOCH, else the commit time of the checkout's
+    HEAD (``git log -1 --format=%ct``), else 1980-01-01. Seconds since 1970, as a string."""
+    env = os.environ if env is None else env
+    if env.get("SOURCE_DATE_EPOCH", "").strip():
+        return env["SOURCE_DATE_EPOCH"].strip()
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(_paths.REPO_ROOT), "log", "-1", "--format=%ct"], capture_output=True, text=True
+        )
+        if proc.returncode == 0 and proc.stdout.strip().isdigit():
+            return proc.stdout.strip()
+    except OSError:
+        pass
+    return str(FALLBACK_EPOCH)
+
+
+@contextmanager
+def open_wheel(path: Path) -> Iterator[zipfile.ZipFile]:
+    """zipfile.ZipFile of `path`; ReleaseError (what the file is, what to do) when it is not a readable zip.
+
+    Covers a missing file, a Git LFS pointer (text beginning "version https://git-lfs"), a
+    truncated file, and damaged members (CRC or deflate errors while reading, also in the with body).
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(LFS_POINTER))
+    except OSError as e:
+        raise ReleaseError(f"cannot read {path}: {e.strerror}; pass the path of a built .whl") from None
+    if head == LFS_POINTER:
+        raise ReleaseError(
+            f"{path.name} is a Git LFS pointer file, not a wheel. Fetch the real file (git lfs pull) or download "
+            "the wheel again."
+        )
+    try:
+        with zipfile.ZipFile(path) as zf:
+            yield zf
+    except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+        raise ReleaseError(
+            f"{path.name} is not a readable wheel ({e}): the file is truncated or damaged. Download or build it "
+            "again (nox -s wheel_legacy, wheel_blackwell or wheel_custom)."
+        ) from None
 
 
 def local_label(info: dict) -> str:
@@ -72,19 +133,22 @@ def tagged_version(version: str, label: str) -> str:
 
 def read_build_info(wheel: Path) -> dict:
     """The one flash_attn/build_info_<group>.json inside `wheel` (ReleaseError if not exactly one)."""
-    with zipfile.ZipFile(wheel) as zf:
+    with open_wheel(wheel) as zf:
         names = [n for n in zf.namelist() if _BUILD_INFO_RE.match(n)]
         if len(names) != 1:
             raise ReleaseError(
                 f"{wheel.name} holds {len(names)} build info files ({names}); expected exactly one "
                 "flash_attn/build_info_<group>.json. Rebuild the wheel with a single arch group."
             )
-        return json.loads(zf.read(names[0]))
+        try:
+            return json.loads(zf.read(names[0]))
+        except ValueError as e:
+            raise ReleaseError(f"{wheel.name}: {names[0]} is not valid JSON ({e}); rebuild the wheel") from None
 
 
 def native_members(wheel: Path) -> tuple[list[str], list[str]]:
     """(group names of flash_attn/_C_<group>.so|pyd, group names of build_info_<group>.json) in `wheel`."""
-    with zipfile.ZipFile(wheel) as zf:
+    with open_wheel(wheel) as zf:
         names = zf.namelist()
     libs = [m.group(1) for m in map(_LIBRARY_RE.match, names) if m]
     infos = [m.group(1) for m in map(_BUILD_INFO_RE.match, names) if m]
@@ -115,7 +179,8 @@ def retag(wheel: Path, dest_dir: Path, label: str | None = None, python: str = s
         _check_call([python, "-m", "wheel", "unpack", "-d", str(tmp / "unpacked"), str(wheel)])
         (root,) = list((tmp / "unpacked").iterdir())
         (tmp / "packed").mkdir()
-        _check_call([python, "-m", "wheel", "pack", "--local-version", label, "-d", str(tmp / "packed"), str(root)])
+        pack = [python, "-m", "wheel", "pack", "--local-version", label, "-d", str(tmp / "packed"), str(root)]
+        _check_call(pack, env={**os.environ, "SOURCE_DATE_EPOCH": source_date_epoch()})
         (packed,) = list((tmp / "packed").glob("*.whl"))
         facts = verify_wheel(packed)
         expected = tagged_version(facts.version, label)
@@ -128,8 +193,8 @@ def retag(wheel: Path, dest_dir: Path, label: str | None = None, python: str = s
     return final
 
 
-def _check_call(cmd: list[str]) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+def _check_call(cmd: list[str], env: dict | None = None) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise ReleaseError(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
 
@@ -164,7 +229,7 @@ def verify_wheel(path: Path) -> WheelFacts:
     file_version = path.name.split("-")[1]
     if file_version != str(version):
         raise ReleaseError(f"{path.name}: version '{file_version}' in the file name is not in normal form ({version})")
-    with zipfile.ZipFile(path) as zf:
+    with open_wheel(path) as zf:
         members = zf.namelist()
         dist_infos = sorted({m.split("/")[0] for m in members if m.split("/")[0].endswith(".dist-info")})
         if len(dist_infos) != 1:
@@ -231,7 +296,10 @@ def retag_platform(wheel: Path, platform: str, python: str = sys.executable) -> 
     with tempfile.TemporaryDirectory(prefix=".platform-", dir=wheel.parent) as tmp:
         copy = Path(tmp) / wheel.name
         shutil.copyfile(wheel, copy)
-        _check_call([python, "-m", "wheel", "tags", "--remove", "--platform-tag", platform, str(copy)])
+        _check_call(
+            [python, "-m", "wheel", "tags", "--remove", "--platform-tag", platform, str(copy)],
+            env={**os.environ, "SOURCE_DATE_EPOCH": source_date_epoch()},  # same zip timestamps as retag
+        )
         (tagged,) = [p for p in Path(tmp).glob("*.whl")]
         new = verify_wheel(tagged)
         if {t.rsplit("-", 1)[-1] for t in new.tags} != {platform} or new.version != facts.version:

@@ -19,7 +19,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import ReleaseError
+from .errors import ReleaseError, run_main
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,18 @@ def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess | N
 
 
 def probe_nvcc(env: dict | None = None) -> tuple[str | None, str | None]:
-    """(path, version) of the nvcc CMake would use: $CUDACXX, else nvcc on PATH, else $CUDA_HOME/bin."""
+    """(path, version) of the nvcc CMake would use: $CUDACXX, else nvcc on PATH, else $CUDA_HOME/bin.
+
+    CMake takes a set $CUDACXX and nothing else, so when it names no working nvcc the result is
+    ($CUDACXX, None) and :func:`check` says so, instead of probing another nvcc than CMake's.
+    """
     env = os.environ if env is None else env
-    candidates = [env.get("CUDACXX"), shutil.which("nvcc")]
+    if env.get("CUDACXX"):
+        path = env["CUDACXX"]
+        proc = _run([path, "--version"])
+        m = proc is not None and proc.returncode == 0 and _nvcc_version(proc.stdout)
+        return (path, m) if m else (path, None)
+    candidates = [shutil.which("nvcc")]
     for home in (env.get("CUDA_HOME"), env.get("CUDA_PATH")):
         if home:
             candidates.append(str(Path(home) / "bin" / ("nvcc.exe" if os.name == "nt" else "nvcc")))
@@ -58,10 +67,15 @@ def probe_nvcc(env: dict | None = None) -> tuple[str | None, str | None]:
         proc = _run([path, "--version"])
         if proc is None or proc.returncode != 0:
             continue
-        m = re.search(r"V(\d+\.\d+\.\d+)", proc.stdout) or re.search(r"release (\d+\.\d+)", proc.stdout)
-        if m:
-            return path, m.group(1)
+        version = _nvcc_version(proc.stdout)
+        if version:
+            return path, version
     return None, None
+
+
+def _nvcc_version(text: str) -> str | None:
+    m = re.search(r"V(\d+\.\d+\.\d+)", text) or re.search(r"release (\d+\.\d+)", text)
+    return m.group(1) if m else None
 
 
 _TORCH_QUERY = (
@@ -148,6 +162,12 @@ def torch_public_version(version: str) -> str:
 
 def check(tc: Toolchain, want_torch: str | None = None) -> None:
     """Raise ReleaseError when `tc` cannot build a wheel (or is not the torch asked for)."""
+    if tc.nvcc and not tc.cuda_version:
+        what = "does not exist" if not Path(tc.nvcc).exists() else "does not run as nvcc (no version from --version)"
+        raise ReleaseError(
+            f"CUDACXX={tc.nvcc} {what}. Point CUDACXX at the nvcc of a CUDA toolkit (12.8 or newer; 13.x for torch "
+            "cu13x builds), e.g. /usr/local/cuda/bin/nvcc, or unset it to use the nvcc on PATH."
+        )
     if not tc.nvcc or not tc.cuda_version:
         raise ReleaseError(
             "no nvcc found (looked at $CUDACXX, PATH, $CUDA_HOME/bin). Install the CUDA toolkit (nvcc 12.8 or "
@@ -206,14 +226,13 @@ def ensure_torch(version: str, python: str = sys.executable) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    tc = probe()
-    print(json.dumps(tc.as_dict(), indent=1))
-    try:
+    def body() -> int:
+        tc = probe()
+        print(json.dumps(tc.as_dict(), indent=1))
         check(tc)
-    except ReleaseError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+
+    return run_main(body, prog="release.toolchain")
 
 
 if __name__ == "__main__":

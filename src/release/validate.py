@@ -8,7 +8,7 @@ Run on a machine with a CUDA GPU where the wheel is installed (no nox needed)::
 Only the standard library, torch and the installed flash_attn are used. Every check draws
 fresh random inputs (never zeros) and compares against torch ``scaled_dot_product_attention``
 computed in fp32 on the same inputs (masks for causal/window; a plain fp32 reference where SDPA
-cannot express the case: softcap, fully masked rows). Gates (DESIGN.md): fp16 rel_Linf <= 2e-2,
+cannot express the case: softcap, fully masked rows). Gates (docs/design.md): fp16 rel_Linf <= 2e-2,
 bf16 rel_Linf <= 1e-2, cosine >= 0.9995. Backward gates (this suite's choice, stated in the
 report): gradients finite, rel_Linf <= 5e-2 (fp16) / 1e-1 (bf16), cosine >= 0.999 vs the fp32
 reference gradients.

@@ -3,13 +3,17 @@
 ``python -m release.wheels --arch-group legacy [options]`` (what ``nox -s wheel_legacy -- [options]``
 runs). In order, stopping at the first problem with a message that says what to do:
 
-1. check the options: group, custom archs, kernel set (``kernel_set.resolve``), jobs, output
-   folder (no wheel of another version in it);
+1. check the options (``release.options``): group, archs (the rules of
+   build-manifest.json that CMake applies too, Thor refused), kernel set (``kernel_set.resolve``; an empty
+   one is refused), jobs, sdist (the pinned file), source and CUTLASS folders, output folder
+   (writable, no wheel of another version in it);
 2. with ``--torch-version``, install that torch into the running environment when it differs;
 3. probe the toolchain (``release.toolchain``): nvcc present, torch a CUDA build of the same
-   CUDA major, host compiler present;
-4. build into the keyed build directory (``release.build_key``) with progress and a summary;
-5. tag the wheel with its local version label (``release.tagging``), in a staging folder;
+   CUDA major, host compiler present; every arch buildable by this nvcc;
+4. build into the keyed build directory (``release.build_key``, created only now) with every
+   option passed explicitly, with progress and a summary;
+5. compare the wheel's build info with the options asked for (a mismatch names the option),
+   then tag it with its local version label (``release.tagging``), in a staging folder;
 6. smoke-test the tagged wheel in a fresh venv (``release.smoke``);
 7. move it into the output folder atomically, with ``<wheel>.sha256`` beside it.
 
@@ -26,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 from . import build_key, builder, checksums, options, progress, smoke, tagging, toolchain
-from .errors import ReleaseError
+from .errors import ReleaseError, run_main
 
 
 def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
@@ -43,14 +47,16 @@ def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
     return final, checksums.write_sidecar(final)
 
 
-def build_group(opts: options.BuildOptions, probe=toolchain.probe) -> Path:
-    """Steps 1-7 for one group; returns the published wheel."""
+def build_group(opts: options.BuildOptions, probe=None) -> Path:
+    """Steps 1-7 for one group; returns the published wheel. `probe` defaults to toolchain.probe."""
+    probe = probe or toolchain.probe
     set_name, units = opts.validate()
     print(f"release: arch group {opts.group}, kernel set {set_name} ({len(units)} units)", flush=True)
     if opts.torch_version:
         toolchain.ensure_torch(opts.torch_version)
     tc = probe()
     toolchain.check(tc, want_torch=opts.torch_version)
+    opts.validate_toolchain(tc.cuda_version)
     print(
         f"release: nvcc {tc.cuda_version} ({tc.nvcc}), torch {tc.torch_version} (CUDA {tc.torch_cuda_version}, "
         f"cxx11 ABI {tc.cxx11_abi}), {tc.compiler_id} {tc.compiler_version}",
@@ -64,8 +70,7 @@ def build_group(opts: options.BuildOptions, probe=toolchain.probe) -> Path:
             bdir, opts.cmake_defines(), staging / "raw", python=tc.python, verbose=opts.verbose, nvcc=tc.nvcc
         )
         info = tagging.read_build_info(result.wheel)
-        if info.get("group") != opts.group:
-            raise ReleaseError(f"the build made a {info.get('group')} wheel, expected {opts.group}")
+        options.check_build_info(info, opts.expected_build_info(tc.cuda_version), opts.kernel_set, bdir)
         tagged = tagging.retag(result.wheel, staging / "tagged")
         print(f"release: tagged {tagged.name}", flush=True)
         if opts.smoke:
@@ -89,28 +94,40 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse(argv: list[str]) -> options.BuildOptions:
+def parse(argv: list[str], env=None) -> options.BuildOptions:
     """BuildOptions from the session's arguments. --arch-group may come twice (the session's own
     and the user's): they must agree, so `nox -s wheel_legacy` never silently builds another group."""
     ns = parser().parse_args(argv)
     groups = list(dict.fromkeys(ns.groups))
+    sessions = "nox -s wheel_blackwell, nox -s wheel_legacy, or nox -s wheel_custom -- --cuda-archs 80,90"
+    for g in groups:
+        if g not in options.GROUPS:
+            raise ReleaseError(f"unknown arch group '{g}'. Valid groups: {', '.join(options.GROUPS)} ({sessions}).")
     if len(groups) > 1:
         raise ReleaseError(
             f"this session builds the {groups[0]} group but --arch-group {groups[-1]} was given; run "
-            f"nox -s wheel_{groups[-1]} instead (custom: nox -s wheel_custom -- --cuda-archs 80,90)"
+            f"{session_of(groups[-1])} instead"
         )
     ns.group = groups[0]
-    return options.from_namespace(ns)
+    if env is None:
+        env = os.environ
+    from_env = env.get("FLASH_ATTN_ARCH_GROUP", "")
+    if from_env and from_env != ns.group:
+        raise ReleaseError(
+            f"FLASH_ATTN_ARCH_GROUP={from_env} is set, but this session builds the {ns.group} group. Unset it, "
+            f"or run {session_of(from_env) if from_env in options.GROUPS else 'the session of the group you want'}."
+        )
+    return options.from_namespace(ns, env)
+
+
+def session_of(group: str) -> str:
+    """The nox command that builds `group`."""
+    return "nox -s wheel_custom -- --cuda-archs 80,90" if group == "custom" else f"nox -s wheel_{group}"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    try:
-        build_group(parse(argv))
-    except ReleaseError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        return 2
-    return 0
+    return run_main(lambda: build_group(parse(argv)) and 0, prog="release.wheels")
 
 
 if __name__ == "__main__":

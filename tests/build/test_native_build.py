@@ -1,29 +1,37 @@
 """A real build of the smallest kernel set, checked from the outside (no GPU needed).
 
-Builds the ``ci`` kernel set (one forward unit) for sm_80 only with CMake + Ninja into
-build/test-native (kept between runs, so a rerun is incremental and quick), then checks:
-the shared object exists and exports nothing but what loading needs, links no libpython (abi3),
-carries a valid build info, registers the operators of docs/operators.md when torch loads it,
-refuses CPU tensors with a clear error, that a second build compiles nothing, and that bad
-options stop the configure with a message that says what to do.
+Builds the ``ci`` kernel set (one forward unit) for sm_80 only through the wheel session's flow
+(``python -m release.wheels --arch-group custom --cuda-archs 80 --kernel-set ci --no-smoke``:
+scikit-build-core, CMake, Ninja) into the keyed folder under build/test-wheel (kept between
+runs, so a rerun is incremental and quick), then checks: the shared object exists and exports
+nothing but what loading needs, links no libpython (abi3), carries a valid build info,
+registers the operators of docs/operators.md when torch loads it, refuses CPU tensors with a
+clear error, that a second build compiles nothing (and its summary says 0 units), that the
+rebuilt wheel has the same bytes (reproducible), that the wheel ships this project's and
+upstream's license, and that bad options stop the configure with a message that says what to do.
 
-Cost: about 5-8 minutes on 2 cores the first time (one unit, 224 s measured for sm_80 there).
+Cost: about 7-10 minutes on 2 cores the first time (one unit, 224 s measured for sm_80 there,
+plus the binding sources), about 30 s for each no-work rerun.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "build" / "test-native"
+BUILD_ROOT = ROOT / "build" / "test-wheel"
+FLOW = ["--arch-group", "custom", "--cuda-archs", "80", "--kernel-set", "ci", "--no-smoke",
+        "--build-root", str(BUILD_ROOT)]  # fmt: skip
 
 pytestmark = pytest.mark.build
 
@@ -36,23 +44,82 @@ def _cmake() -> str:
     return str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
 
 
-def _configure(build: Path, *defines: str) -> subprocess.CompletedProcess:
+def _configure(build: Path, *defines: str, env: dict | None = None) -> subprocess.CompletedProcess:
     args = [_cmake(), "-S", str(ROOT), "-B", str(build), "-G", "Ninja", f"-DPython_EXECUTABLE={sys.executable}",
             *defines]
-    return subprocess.run(args, capture_output=True, text=True)
+    return subprocess.run(args, capture_output=True, text=True, env=None if env is None else {**os.environ, **env})
+
+
+def wheel_flow(out: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """Run the wheel session's flow into `out`; returns (process, the one wheel written)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env.pop("FLASH_ATTN_ARCH_GROUP", None)
+    proc = subprocess.run([sys.executable, "-m", "release.wheels", *FLOW, "--out", str(out)], capture_output=True,
+                          text=True, env=env, cwd=ROOT)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    (wheel,) = sorted(out.glob("*.whl"))
+    return proc, wheel
 
 
 @pytest.fixture(scope="module")
-def built() -> Path:
+def flow(tmp_path_factory) -> tuple[Path, Path]:
+    """(keyed build folder, published wheel) of one wheel-flow build."""
     if shutil.which("nvcc") is None and not os.environ.get("CUDACXX"):
         pytest.skip("no nvcc on PATH: the build tests need the CUDA toolkit")
     pytest.importorskip("torch")
-    result = _configure(BUILD, "-DFLASH_ATTN_ARCH_GROUP=custom", "-DFLASH_ATTN_CUDA_ARCHS=80",
-                        "-DFLASH_ATTN_KERNEL_SET=ci")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    build = subprocess.run([_cmake(), "--build", str(BUILD)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stdout[-6000:] + build.stderr[-3000:]
-    return BUILD
+    pytest.importorskip("scikit_build_core")  # the build requirements (nox -s tests installs them)
+    _cmake()
+    _, wheel = wheel_flow(tmp_path_factory.mktemp("wheelhouse"))
+    (build,) = [p for p in BUILD_ROOT.iterdir() if p.name.startswith("custom_sm80-ci-")]
+    return build, wheel
+
+
+@pytest.fixture(scope="module")
+def built(flow) -> Path:
+    return flow[0]
+
+
+STALE = {"FLASH_ATTN_APPLY_DELTAS": "OFF", "FLASH_ATTN_RESCALE_THRESHOLD": "0", "FLASH_ATTN_PACKED_FMA": "OFF",
+         "FLASH_ATTN_FATBIN_COMPRESSION": "none", "FLASH_ATTN_SDIST": "/nonexistent/old.tar.gz"}  # fmt: skip
+
+
+def test_rerun_compiles_nothing_and_gives_the_same_bytes(flow, tmp_path: Path):
+    build, wheel = flow
+    # Values an earlier command left in the cache (issue 11: --apply-deltas OFF then shipped with the
+    # plain command). The rerun passes every option, so they must not survive it.
+    cache = build / "CMakeCache.txt"
+    text = cache.read_text()
+    for name, value in STALE.items():
+        text, n = re.subn(rf"^{name}:(\w+)=.*$", rf"{name}:\g<1>={value}", text, flags=re.MULTILINE)
+        assert n == 1, name
+    cache.write_text(text)
+    proc, again = wheel_flow(tmp_path / "again")
+    cache = cache.read_text()
+    assert "FLASH_ATTN_APPLY_DELTAS:STRING=ON" in cache and "FLASH_ATTN_SDIST:STRING=\n" in cache
+    summary = json.loads((build / "flash_attn_build_summary.json").read_text())
+    assert summary["units_compiled"] == 0 and summary["unit_names"] == [], summary
+    assert "0 (nothing to do)" in proc.stdout, proc.stdout[-3000:]
+    assert again.name == wheel.name
+    assert hashlib.sha256(again.read_bytes()).hexdigest() == hashlib.sha256(wheel.read_bytes()).hexdigest(), (
+        "an unchanged rebuild must give the same wheel bytes (SOURCE_DATE_EPOCH, release/tagging.py)"
+    )
+
+
+def test_wheel_ships_both_licenses_and_asked_build_info(flow):
+    _, wheel = flow
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        licenses = sorted(n.split("/", 1)[1] for n in names if ".dist-info/licenses/" in n)
+        assert licenses == ["licenses/LICENSE", "licenses/LICENSE-flash-attention"], names
+        dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+        ours = zf.read(f"{dist_info}/licenses/LICENSE").decode()
+        upstream = zf.read(f"{dist_info}/licenses/LICENSE-flash-attention").decode()
+        info = json.loads(zf.read("flash_attn/build_info_custom.json"))
+    assert "flash_attn wheels contributors" in ours and "BSD 3-Clause" in ours
+    assert "BSD 3-Clause License" in upstream and "as shown by the AUTHORS file" in upstream
+    assert info["deltas"] == {"applied": True, "rescale_threshold": 8.0, "packed_fma": True,
+                              "broken_no_max_reset": False}  # fmt: skip
+    assert info["fatbin_compression"] == "size" and info["upstream"]["source"] == "sdist"
 
 
 def test_shared_object_and_build_info(built: Path):
@@ -127,11 +194,19 @@ def test_second_build_compiles_nothing(built: Path):
         (["-DFLASH_ATTN_ARCH_GROUP=custom", "-DFLASH_ATTN_CUDA_ARCHS=75"], "sm_80"),
         (["-DFLASH_ATTN_SDIST=/nonexistent/flash_attn-2.8.3.post2.tar.gz"], "does not exist"),
         (["-DFLASH_ATTN_FATBIN_COMPRESSION=tiny"], "is not one of"),
+        (["-DFLASH_ATTN_KERNEL_SET=,"], "lists no unit"),
+        (["-DFLASH_ATTN_SDIST=" + str(ROOT / "README.md")], "is not the pinned sdist"),
+        # the delta options are read from the environment like every option (flash_attn_option)
+        (["ENV:FLASH_ATTN_RESCALE_THRESHOLD=eight"], "FLASH_ATTN_RESCALE_THRESHOLD='eight' must be a non-negative"),
     ],
 )
 def test_bad_options_stop_the_configure_with_a_message(tmp_path: Path, defines: list[str], message: str, built: Path):
     base = ["-DFLASH_ATTN_ARCH_GROUP=custom", "-DFLASH_ATTN_CUDA_ARCHS=80", "-DFLASH_ATTN_KERNEL_SET=ci"]
-    result = _configure(tmp_path / "b", *base, *defines)
+    env = {}
+    for d in [d for d in defines if d.startswith("ENV:")]:  # an environment variable instead of a define
+        name, _, value = d[4:].partition("=")
+        env[name] = value
+    result = _configure(tmp_path / "b", *base, *[d for d in defines if not d.startswith("ENV:")], env=env)
     assert result.returncode != 0
     text = " ".join((result.stdout + result.stderr).split())  # CMake wraps long messages
     assert message in text, text[-3000:]

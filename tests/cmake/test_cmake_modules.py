@@ -1,9 +1,10 @@
-"""Tests of cmake/FlashAttnArchGroups.cmake and cmake/FlashAttnHostFlags.cmake.
+"""Tests of cmake/FlashAttnArchGroups.cmake, cmake/FlashAttnHostFlags.cmake and the option macro.
 
 Each test runs one of the `cmake -P` driver scripts in this folder with the
 CMake from the `cmake` Python package (PyPI; the system cmake may be too old)
 and compares the exact results. No GPU and no nvcc are needed: the functions
-take the CUDA version as an argument.
+take the CUDA version as an argument. The option test configures a project that
+includes only the option modules (no language enabled).
 """
 
 from __future__ import annotations
@@ -353,3 +354,38 @@ def test_host_flag_refusals(compiler_id, compiler_version, cuda, torch, message)
 def test_msvc_19_28_is_fine_for_cxx17():
     out = results(host_flags("MSVC", "19.28.29910", "12.8", "2.12.0"))
     assert split(out["OUT_CXX_FLAGS"]) == MSVC_CXX17
+
+
+def _configure_options(tmp_path: Path, *args: str, env: dict | None = None) -> dict[str, str]:
+    """Configure a project that only includes the option modules; returns the options' values."""
+    src = tmp_path / "src"
+    if not src.exists():
+        src.mkdir()
+        root = HERE.parents[1].as_posix()
+        (src / "CMakeLists.txt").write_text(
+            "cmake_minimum_required(VERSION 3.28)\nproject(options_only NONE)\n"
+            f'include("{root}/cmake/FlashAttnOptions.cmake")\ninclude("{root}/cmake/FlashAttnDeltas.cmake")\n'
+            "foreach(n FLASH_ATTN_ARCH_GROUP FLASH_ATTN_KERNEL_SET FLASH_ATTN_APPLY_DELTAS\n"
+            "          FLASH_ATTN_RESCALE_THRESHOLD)\n"
+            '  message(STATUS "RESULT ${n}=${${n}}")\nendforeach()\n'
+        )
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("FLASH_ATTN_")}
+    proc = subprocess.run(
+        [CMAKE, "-S", str(src), "-B", str(tmp_path / "build"), *args],
+        capture_output=True, text=True, timeout=120, env={**full_env, **(env or {})},
+    )  # fmt: skip
+    return results(proc)
+
+
+def test_an_empty_option_value_resets_a_reused_cache_to_the_manifest_default(tmp_path):
+    # pyproject.toml passes every option, empty when its variable is unset (what pip install . does
+    # without FLASH_ATTN_* set): an earlier build's value in the cache must not survive that.
+    first = _configure_options(tmp_path, "-DFLASH_ATTN_ARCH_GROUP=blackwell", "-DFLASH_ATTN_APPLY_DELTAS=OFF")
+    assert first["FLASH_ATTN_ARCH_GROUP"] == "blackwell" and first["FLASH_ATTN_APPLY_DELTAS"] == "OFF"
+    empty = [f"-D{n}=" for n in ("FLASH_ATTN_ARCH_GROUP", "FLASH_ATTN_KERNEL_SET", "FLASH_ATTN_APPLY_DELTAS")]
+    again = _configure_options(tmp_path, *empty)
+    assert again["FLASH_ATTN_ARCH_GROUP"] == "legacy" and again["FLASH_ATTN_APPLY_DELTAS"] == "ON"
+    assert again["FLASH_ATTN_KERNEL_SET"] == "release" and again["FLASH_ATTN_RESCALE_THRESHOLD"] == "8.0"
+    # The environment variable is the value of an empty define too (FLASH_ATTN_ARCH_GROUP=custom pip install .).
+    from_env = _configure_options(tmp_path, *empty, env={"FLASH_ATTN_ARCH_GROUP": "custom"})
+    assert from_env["FLASH_ATTN_ARCH_GROUP"] == "custom"

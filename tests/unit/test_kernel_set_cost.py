@@ -27,7 +27,7 @@ def test_measured_units_cost_their_seconds_relative_to_fwd_hdim128():
 
 
 def test_head_dims_above_128_follow_design_md():
-    # fwd hdim192 causal 109 s and bwd hdim256 317 s (DESIGN.md), within 10 %
+    # fwd hdim192 causal 109 s and bwd hdim256 317 s (docs/design.md), within 10 %
     assert abs(ks.parse_unit("fwd_hdim192_fp16_causal").cost * 228.8 / 109 - 1) < 0.1
     assert abs(ks.parse_unit("bwd_hdim256_fp16").cost * 228.8 / 317 - 1) < 0.1
     release = _order("release")

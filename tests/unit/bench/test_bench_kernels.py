@@ -37,7 +37,7 @@ def test_flop_counting():
 
 
 def test_tflops_matches_the_design_measurement():
-    # DESIGN.md: SDPA flash backend, fp16 B=2 H=8 S=8192 D=128 causal, 1.02 ms = 269 TFLOP/s
+    # docs/design.md: SDPA flash backend, fp16 B=2 H=8 S=8192 D=128 causal, 1.02 ms = 269 TFLOP/s
     s = bk.Shape("fp16", True, 2, 8, 8192, 128)
     assert bk.tflops(bk.attention_flops(s, "fwd"), 1.02) == pytest.approx(269.5, abs=0.5)
     assert bk.tflops(1e12, 1000.0) == pytest.approx(1.0)

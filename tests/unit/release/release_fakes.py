@@ -22,7 +22,7 @@ def build_info(group: str = "legacy", **overrides) -> dict:
         "kernel_set": "release",
         "kernels": [{"kind": "fwd", "dtype": "fp16", "head_dim": 64, "causal": False}],
         "deltas": {"applied": True, "rescale_threshold": 8.0, "packed_fma": True, "broken_no_max_reset": False},
-        "upstream": {"version": "2.8.3.post2", "sha256": "d0f9", "source": "sdist-file"},
+        "upstream": {"version": "2.8.3.post2", "sha256": "d0f9", "source": "sdist"},
         "compilers": {"cxx": "GNU 12.2.0", "cuda": "NVIDIA 13.0.88"},
         "fatbin_compression": "size",
         "head_dims": [32, 64, 96, 128, 192, 256],

@@ -140,10 +140,16 @@ def test_environment_fallback_and_flag_precedence(tmp_path):
     assert d["FLASH_ATTN_ARCH_GROUP"] == "legacy" and d["FLASH_ATTN_CUDA_ARCHS"] == "" and d["FLASH_ATTN_JOBS"] == "3"
 
 
-def test_defines_always_reset_cli_owned_values():
+def test_defines_pass_every_option_with_its_default():
+    # Every option on every configure, the defaults included, so no value from an earlier build in
+    # the same folder survives in the CMake cache (issue: --apply-deltas OFF shipped on the next build).
     d = options.from_namespace(ns(), {}).cmake_defines()
     assert d == {"FLASH_ATTN_ARCH_GROUP": "legacy", "FLASH_ATTN_CUDA_ARCHS": "", "FLASH_ATTN_KERNEL_SET": "release",
-                 "FLASH_ATTN_JOBS": ""}  # fmt: skip
+                 "FLASH_ATTN_JOBS": "", "FLASH_ATTN_FATBIN_COMPRESSION": "size", "FLASH_ATTN_SOURCE_DIR": "",
+                 "FLASH_ATTN_SDIST": "", "FLASH_ATTN_CUTLASS_DIR": "", "FLASH_ATTN_APPLY_DELTAS": "ON",
+                 "FLASH_ATTN_RESCALE_THRESHOLD": "8.0", "FLASH_ATTN_PACKED_FMA": "ON",
+                 "FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET": "OFF"}  # fmt: skip
+    assert {name for _, name, _ in options.PASS_THROUGH} <= set(d)
 
 
 def test_bad_boolean_and_jobs_env():

@@ -10,14 +10,19 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from release_fakes import make_wheel
+from release_fakes import build_info, make_wheel
 
 from release import builder, checksums, options, smoke, tagging, wheels
 from release.errors import ReleaseError
 from release.toolchain import Toolchain
 
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
-FULL = "2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy"
+FULL = "2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy.ci"
+
+
+def built(outdir: Path, group: str = "legacy", **kw) -> Path:
+    """The wheel a build of opts() writes: its build info names the ci kernel set it was asked for."""
+    return make_wheel(outdir, group=group, info=build_info(group, kernel_set="ci"), **kw)
 
 
 def opts(tmp_path, **kw):
@@ -32,7 +37,7 @@ def fake_build(monkeypatch):
 
     def run_build(build_dir, defines, outdir, python=None, verbose=False, nvcc=None):
         calls.append((Path(build_dir), defines))
-        wheel = make_wheel(Path(outdir))
+        wheel = built(Path(outdir))
         return builder.BuildResult(wheel=wheel, summary=_summary(), log=Path(build_dir) / "log")
 
     monkeypatch.setattr(builder, "run_build", run_build)
@@ -73,17 +78,17 @@ def test_failed_smoke_test_leaves_out_dir_untouched(tmp_path, fake_build, monkey
 
 def test_wrong_group_from_the_build_is_refused(tmp_path, monkeypatch):
     def run_build(build_dir, defines, outdir, **k):
-        return builder.BuildResult(make_wheel(Path(outdir), group="blackwell"), _summary(), Path("log"))
+        return builder.BuildResult(built(Path(outdir), group="blackwell"), _summary(), Path("log"))
 
     monkeypatch.setattr(builder, "run_build", run_build)
-    with pytest.raises(ReleaseError, match="made a blackwell wheel"):
+    with pytest.raises(ReleaseError, match="FLASH_ATTN_ARCH_GROUP: asked .legacy., the build info says .blackwell."):
         wheels.build_group(opts(tmp_path), probe=lambda: GOOD)
     assert not (tmp_path / "out").exists()
 
 
 def test_no_smoke_still_checks_contents(tmp_path, monkeypatch):
     def run_build(build_dir, defines, outdir, **k):
-        return builder.BuildResult(make_wheel(Path(outdir), libs=["legacy", "blackwell"]), _summary(), Path("log"))
+        return builder.BuildResult(built(Path(outdir), libs=["legacy", "blackwell"]), _summary(), Path("log"))
 
     monkeypatch.setattr(builder, "run_build", run_build)
     with pytest.raises(ReleaseError, match="expected exactly _C_legacy"):

@@ -119,20 +119,34 @@ def test_read_ninja_log_and_summary(tmp_path):
     assert "5:30" in text and "3.0 MiB" in text
 
 
-def test_read_ninja_log_from_offset_keeps_last_entry(tmp_path):
+def test_read_ninja_log_after_snapshot_keeps_last_entry(tmp_path):
     log = tmp_path / ".ninja_log"
     log.write_text(NINJA_LOG)
-    offset = log.stat().st_size
+    before = progress.ninja_log_lines(tmp_path)
     with open(log, "a") as f:  # a second build: only the binding recompiled, twice (last wins)
         f.write("0\t5000\t2\tCMakeFiles/flash_attn_native.dir/src/binding/fwd.cpp.o\tee\n")
         f.write("0\t6000\t3\tCMakeFiles/flash_attn_native.dir/src/binding/fwd.cpp.o\tff\n")
-    entries = progress.read_ninja_log(log, offset)
+    entries = progress.read_ninja_log(log, before)
     assert [(e.output, e.seconds) for e in entries] == [("CMakeFiles/flash_attn_native.dir/src/binding/fwd.cpp.o", 6.0)]
     s = progress.summary(entries, 12.0)
     assert s["units_compiled"] == 0
     assert "0 (nothing to do)" in progress.render_summary(s)
-    assert progress.read_ninja_log(log, 10**9) != []  # recompacted log: read whole file
     assert progress.read_ninja_log(tmp_path / "missing") == []
+
+
+def test_recompacted_log_with_no_work_reports_nothing_compiled(tmp_path):
+    # Ninja rewrote the log (last line per output, header again, shorter file) and had no work:
+    # the previous build's unit must not be reported as compiled now.
+    log = tmp_path / ".ninja_log"
+    log.write_text(NINJA_LOG + "5\t9000\t4\tCMakeFiles/flash_attn_native.dir/src/binding/fwd.cpp.o\tzz\n")
+    before = progress.ninja_log_lines(tmp_path)
+    compacted = [ln for ln in NINJA_LOG.splitlines() if "binding/fwd" not in ln]
+    compacted.append("5\t9000\t4\tCMakeFiles/flash_attn_native.dir/src/binding/fwd.cpp.o\tzz")
+    log.write_text("\n".join(compacted) + "\n")
+    assert log.stat().st_size < len(NINJA_LOG) + 60  # shorter than before: an offset would be wrong
+    s = progress.summary(progress.read_ninja_log(log, before), 28.0)
+    assert s["units_compiled"] == 0 and s["edges_run"] == 0
+    assert "0 (nothing to do)" in progress.render_summary(s)
 
 
 def test_group_by_arch():

@@ -58,5 +58,5 @@ def test_fresh_venv_run_reports_each_check(tmp_path, capsys):
 
 
 def test_main_rejects_missing_file(tmp_path, capsys):
-    assert smoke.main([str(tmp_path / "nope.whl")]) == 1
+    assert smoke.main([str(tmp_path / "nope.whl")]) == 2  # bad input
     assert "is not a file" in capsys.readouterr().err

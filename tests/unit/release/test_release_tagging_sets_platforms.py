@@ -82,7 +82,7 @@ def test_retag_platform_failure_leaves_the_wheel(tmp_path, monkeypatch):
     raw = make_wheel(tmp_path / "wh")
     before = raw.read_bytes()
 
-    def fail(cmd):
+    def fail(cmd, **kw):
         raise ReleaseError("wheel tags failed (exit 1)")
 
     monkeypatch.setattr(tagging, "_check_call", fail)

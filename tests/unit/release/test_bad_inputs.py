@@ -1,0 +1,376 @@
+"""Bad input to the release tooling: one case per failure mode of issue 11.
+
+Each case calls a module's ``main()`` in-process (no nvcc runs: the toolchain probe is replaced,
+and a build, if one were started, fails the test), then checks three things: the message says
+what was found and what to do, the exit status is the documented one (2 bad input, 1 failed
+check, 130 interrupted), and the output folder holds nothing new (no keyed build folder either).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import sys
+import time
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from release_fakes import build_info, make_wheel
+
+from release import arch_rules, builder, checksums, manifest, options, publish, smoke, tagging, toolchain, wheels
+from release.errors import ReleaseError
+from release.toolchain import Toolchain
+
+ROOT = Path(__file__).resolve().parents[3]
+
+GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """A wheel session's surroundings: out/ (with one unrelated file), build/, a probe, no real build."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("user file\n")
+    monkeypatch.setattr(toolchain, "probe", lambda: GOOD)
+    for name in list(__import__("os").environ):
+        if name.startswith("FLASH_ATTN_") or name == "CUDACXX":
+            monkeypatch.delenv(name)
+
+    def no_build(*a, **k):
+        raise AssertionError("a build was started for bad input")
+
+    monkeypatch.setattr(builder, "run_build", no_build)
+    return tmp_path
+
+
+def run_wheels(tmp_path: Path, *args: str, group: str = "legacy") -> int:
+    argv = ["--arch-group", group, "--out", str(tmp_path / "out"), "--build-root", str(tmp_path / "build"), *args]
+    return wheels.main(argv)
+
+
+def assert_nothing_new(tmp_path: Path) -> None:
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["keep.txt"]
+    build = tmp_path / "build"
+    assert not build.exists() or list(build.iterdir()) == [], list(build.iterdir())
+
+
+def expect(capsys, code: int, got: int, *needles: str, absent: tuple[str, ...] = ()) -> str:
+    err = " ".join(capsys.readouterr().err.split())
+    assert got == code, err
+    for n in needles:
+        assert n in err, err
+    for n in absent:
+        assert n not in err, err
+    assert "Traceback" not in err
+    return err
+
+
+# -- options: checked before anything is created --------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", [",", ";", " , ; "])
+def test_empty_kernel_set_is_refused(env, capsys, spec):
+    code = run_wheels(env, "--kernel-set", spec)
+    expect(capsys, 2, code, "lists no unit", "release, dev, ci")
+    assert_nothing_new(env)
+
+
+def test_unknown_kernel_set_is_refused(env, capsys):
+    code = run_wheels(env, "--kernel-set", "fwd_hdim65_fp16")
+    expect(capsys, 2, code, "'fwd_hdim65_fp16' matches no unit")
+    assert_nothing_new(env)
+
+
+def test_unknown_group_names_only_sessions_that_exist(env, capsys):
+    code = run_wheels(env, "--arch-group", "hopper")
+    expect(capsys, 2, code, "unknown arch group 'hopper'", "nox -s wheel_legacy", absent=("wheel_hopper",))
+    assert_nothing_new(env)
+
+
+@pytest.mark.parametrize("sm", ["101", "110"])
+def test_thor_is_refused_early_with_the_cmake_sentence(env, capsys, sm):
+    code = run_wheels(env, "--cuda-archs", sm, group="custom")
+    err = expect(capsys, 2, code, f"sm_{sm} (Jetson Thor) is not built by this project", "from --cuda-archs")
+    # The same sentence as the CMake module's FATAL_ERROR: both take the reason from the manifest.
+    cmake_text = re.sub(r'"\s*\n\s*"', "", (ROOT / "cmake" / "FlashAttnArchGroups.cmake").read_text())
+    assert "is not built by this project. ${FLASH_ATTN_REFUSED_REASON_${sm}}. Remove sm_${sm} from" in cmake_text
+    (reason,) = {a["reason"] for a in manifest.load()["archs"]["refused"] if a["sm"] == int(sm)}
+    sentence = f"is not built by this project. {reason}. Remove sm_{sm} from --cuda-archs."
+    assert "sm_101 was renamed sm_110 in CUDA 13" in reason and sentence in err
+    assert_nothing_new(env)
+
+
+@pytest.mark.parametrize(
+    ("group", "archs", "cuda", "needle"),
+    [
+        (
+            "custom",
+            "80,100",
+            "12.6.85",
+            "sm_100 (Blackwell, B200) needs CUDA 12.8 or newer; this toolkit is CUDA 12.6.85",
+        ),
+        ("custom", "121", "12.8.93", "sm_121 (Blackwell, GB10 / DGX Spark) needs CUDA 12.9"),
+        ("blackwell", "", "12.8.93", "sm_121 (Blackwell, GB10 / DGX Spark) needs CUDA 12.9"),
+    ],
+)
+def test_archs_the_toolkit_cannot_build_are_refused_before_the_build_folder(
+    env, capsys, monkeypatch, group, archs, cuda, needle
+):
+    monkeypatch.setattr(toolchain, "probe", lambda: replace(GOOD, cuda_version=cuda, torch_cuda_version="12.6"))
+    code = run_wheels(env, *(["--cuda-archs", archs] if archs else []), group=group)
+    expect(capsys, 2, code, needle, "Install CUDA >=")
+    assert_nothing_new(env)
+
+
+def test_arch_rules_are_read_from_the_manifest():
+    rules = arch_rules.load()
+    assert rules.groups == {"blackwell": [100, 120, 121], "legacy": [80, 89, 90]}
+    assert rules.thor == [101, 110] and rules.min_arch == 80
+    assert rules.min_cuda[121] == "12.9" and rules.min_cuda[100] == "12.8" and rules.min_cuda[90] == "11.8"
+
+
+def test_unwritable_out_is_refused_before_the_build(env, capsys):
+    code = run_wheels(env, "--out", "/proc/flash_attn-wheelhouse")  # nothing can be created in /proc
+    expect(capsys, 2, code, "output folder /proc/flash_attn-wheelhouse is not writable", "pass another --out")
+    assert not (env / "build").exists()
+
+
+def test_read_only_out_is_refused_before_the_build(env, capsys, monkeypatch):
+    (env / "out").chmod(0o555)
+    if getattr(os, "geteuid", lambda: 1)() == 0:  # root writes into a 0555 folder: fail its writes as a user's would
+        real = Path.write_bytes
+
+        def denied(self, data):
+            if self.parent == env / "out":
+                raise PermissionError(errno.EACCES, "Permission denied", str(self))
+            return real(self, data)
+
+        monkeypatch.setattr(Path, "write_bytes", denied)
+    try:
+        code = run_wheels(env)
+    finally:
+        (env / "out").chmod(0o755)
+    expect(capsys, 2, code, "is not writable")
+    assert_nothing_new(env)
+
+
+def test_out_that_is_a_file_is_refused(env, capsys):
+    code = run_wheels(env, "--out", str(env / "out" / "keep.txt" / "sub"))
+    expect(capsys, 2, code, "is not a folder", "pass another --out")
+    assert_nothing_new(env)
+
+
+def test_out_with_another_version_is_refused(env, capsys):
+    make_wheel(env / "out", version="2.9.1")
+    before = sorted(p.name for p in (env / "out").iterdir())
+    code = run_wheels(env)
+    expect(capsys, 2, code, "already holds flash_attn-2.9.1", "pass another --out")
+    assert sorted(p.name for p in (env / "out").iterdir()) == before
+
+
+def test_sdist_that_is_a_folder_is_refused(env, capsys):
+    code = run_wheels(env, "--sdist", str(env))
+    expect(capsys, 2, code, "is a folder", "flash_attn-2.8.3.post2.tar.gz")
+    assert_nothing_new(env)
+
+
+def test_user_sdist_with_a_wrong_hash_is_named_not_the_pin(env, capsys):
+    fake = env / "flash_attn-2.8.3.post2.tar.gz"
+    fake.write_bytes(b"not the sdist")
+    code = run_wheels(env, "--sdist", str(fake))
+    version, want = manifest.upstream_pin()
+    expect(
+        capsys, 2, code, "is not the pinned sdist flash-attn==2.8.3.post2", checksums.sha256_file(fake), want,
+        "pip download --no-deps --no-binary :all:", "with torch installed", absent=("Delete it",),
+    )  # fmt: skip
+    assert version == "2.8.3.post2"
+    assert_nothing_new(env)
+
+
+@pytest.mark.parametrize("flag", ["--source-dir", "--cutlass-dir"])
+def test_source_and_cutlass_dirs_must_be_folders(env, capsys, flag):
+    code = run_wheels(env, flag, str(env / "out" / "keep.txt"))
+    expect(capsys, 2, code, f"{flag} {env / 'out' / 'keep.txt'}", "is a file", "pass an existing folder")
+    assert_nothing_new(env)
+
+
+def test_arch_group_environment_variable_that_disagrees_is_an_error(env, capsys, monkeypatch):
+    monkeypatch.setenv("FLASH_ATTN_ARCH_GROUP", "blackwell")
+    code = run_wheels(env)
+    expect(
+        capsys, 2, code, "FLASH_ATTN_ARCH_GROUP=blackwell is set", "builds the legacy group", "nox -s wheel_blackwell"
+    )
+    assert_nothing_new(env)
+
+
+def test_cudacxx_naming_a_missing_file_is_an_error_of_the_probe(env, capsys, monkeypatch):
+    nvcc, version = toolchain.probe_nvcc({"CUDACXX": str(env / "no" / "nvcc"), "PATH": ""})
+    assert (nvcc, version) == (str(env / "no" / "nvcc"), None)  # not silently another nvcc
+    monkeypatch.setattr(toolchain, "probe", lambda: replace(GOOD, nvcc=nvcc, cuda_version=None))
+    code = run_wheels(env)
+    expect(capsys, 2, code, f"CUDACXX={nvcc} does not exist", "unset it")
+    assert_nothing_new(env)
+
+
+# -- after the build: stale settings, interrupts ----------------------------------------------------
+
+
+def test_build_info_that_disagrees_with_the_options_is_refused_by_name(env, capsys, monkeypatch):
+    stale = build_info(deltas={"applied": False, "rescale_threshold": 0, "packed_fma": True,
+                               "broken_no_max_reset": False}, fatbin_compression="none")  # fmt: skip
+
+    def run_build(build_dir, defines, outdir, **k):
+        assert defines["FLASH_ATTN_APPLY_DELTAS"] == "ON" and defines["FLASH_ATTN_RESCALE_THRESHOLD"] == "8.0"
+        return builder.BuildResult(make_wheel(Path(outdir), info=stale), {}, Path("log"))
+
+    monkeypatch.setattr(builder, "run_build", run_build)
+    code = run_wheels(env, "--kernel-set", "ci")
+    expect(
+        capsys, 2, code, "does not match the options asked for", "FLASH_ATTN_APPLY_DELTAS (--apply-deltas): asked True",
+        "FLASH_ATTN_FATBIN_COMPRESSION (--fatbin-compression): asked 'size'", "Remove the build folder",
+    )  # fmt: skip
+    assert_nothing_new(env)
+
+
+def test_old_nvcc_records_fatbin_compression_none():
+    o = options.BuildOptions(group="legacy", passthrough={"FLASH_ATTN_FATBIN_COMPRESSION": "balance"})
+    assert o.expected_build_info("12.6.85")["fatbin_compression"] == "none"
+    assert o.expected_build_info("13.0.88")["fatbin_compression"] == "balance"
+
+
+def test_ctrl_c_prints_one_line_and_exits_130(env, capsys, monkeypatch):
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(builder, "run_build", interrupted)
+    code = run_wheels(env, "--kernel-set", "ci")
+    err = capsys.readouterr().err
+    assert code == 130 and err.strip().count("\n") == 0 and "interrupted" in err and "Traceback" not in err
+    assert_nothing_new(env)  # the staging folder went too
+
+
+# -- corrupt or foreign artifacts: smoke and release --------------------------------------------
+
+
+def _damaged(tmp_path: Path, kind: str, sidecar: bool) -> Path:
+    wheel = make_wheel(tmp_path / "wh", version="2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy")
+    data = bytearray(wheel.read_bytes())
+    if sidecar:
+        checksums.write_sidecar(wheel)
+    if kind == "truncated":
+        wheel.write_bytes(bytes(data[: len(data) // 2]))
+    elif kind == "lfs":
+        wheel.write_bytes(b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"0" * 64 + b"\nsize 9\n")
+    elif kind == "flipped":
+        with zipfile.ZipFile(wheel) as zf:
+            info = zf.getinfo("flash_attn/build_info_legacy.json")
+        at = info.header_offset + 30 + len(info.filename) + len(info.extra) + 5  # inside the member's data
+        data[at] ^= 0xFF
+        wheel.write_bytes(bytes(data))
+    return wheel
+
+
+CORRUPT = [
+    ("truncated", False, "is not a readable wheel"),
+    ("lfs", False, "is a Git LFS pointer file, not a wheel"),
+    ("flipped", False, "is not a readable wheel"),
+    ("truncated", True, "checksum mismatch"),
+    ("flipped", True, "checksum mismatch"),
+]
+
+
+@pytest.mark.parametrize(("kind", "sidecar", "needle"), CORRUPT)
+def test_smoke_refuses_corrupt_wheels_with_exit_2(tmp_path, capsys, kind, sidecar, needle):
+    wheel = _damaged(tmp_path, kind, sidecar)
+    before = sorted(p.name for p in wheel.parent.iterdir())
+    expect(capsys, 2, smoke.main([str(wheel), "--no-deps"]), needle)
+    assert sorted(p.name for p in wheel.parent.iterdir()) == before
+
+
+@pytest.mark.parametrize(("kind", "sidecar", "needle"), CORRUPT)
+def test_release_refuses_corrupt_wheels_and_creates_no_folder(tmp_path, capsys, kind, sidecar, needle):
+    wheel = _damaged(tmp_path, kind, sidecar)
+    out = tmp_path / "dist" / "release"
+    code = publish.main(["--wheels", str(wheel.parent), "--out", str(out), "--allow-missing-reports"])
+    expect(capsys, 2, code, needle)
+    assert not (tmp_path / "dist").exists() or list((tmp_path / "dist").iterdir()) == []
+
+
+def test_sidecar_is_checked_before_the_zip_is_opened(tmp_path, monkeypatch):
+    wheel = _damaged(tmp_path, "flipped", sidecar=True)
+    opened = []
+    monkeypatch.setattr(tagging, "open_wheel", lambda p: opened.append(p))
+    with pytest.raises(ReleaseError, match="checksum mismatch"):
+        publish.check_wheels([wheel])
+    assert opened == []
+
+
+# -- checksums: from any folder -------------------------------------------------------------------
+
+
+def test_sha256_file_verifies_from_any_folder(tmp_path, monkeypatch, capsys):
+    wheel = make_wheel(tmp_path / "wheelhouse")
+    sidecar = checksums.write_sidecar(wheel)
+    assert sidecar.read_text() == f"{checksums.sha256_file(wheel)}  {wheel.name}\n"  # sha256sum -c format
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert checksums.main([str(sidecar)]) == 0
+    assert f"{wheel}: OK" in capsys.readouterr().out
+    wheel.write_bytes(wheel.read_bytes()[:-1])
+    expect(capsys, 2, checksums.main([str(sidecar)]), "checksum mismatch", "download or build it again")
+
+
+def test_option_defaults_are_the_manifest_defaults_and_every_option_is_read_from_it():
+    # options.DEFAULTS is passed on every build; it must be what CMake uses when nothing is given,
+    # and CMake takes every option's default from the manifest (flash_attn_option).
+    data = manifest.load()["options"]
+    assert options.DEFAULTS == {k: data[k]["default"] for k in options.DEFAULTS}
+    text = "".join((ROOT / "cmake" / f"FlashAttn{m}.cmake").read_text() for m in ("Options", "Deltas"))
+    declared = re.findall(r"^flash_attn_option\((FLASH_ATTN_\w+)\)", text, re.MULTILINE)
+    assert sorted(declared) == sorted(data)
+    assert set(options.DEFAULTS) | {"FLASH_ATTN_ARCH_GROUP", "FLASH_ATTN_CUDA_ARCHS"} >= set(data) - {
+        "FLASH_ATTN_KERNEL_SET", "FLASH_ATTN_JOBS"}  # fmt: skip
+    assert "\noption(" not in text  # plain option() ignores the environment
+
+
+def test_plain_pip_install_passes_every_option_too():
+    # pip install . (no nox) must not keep stale cache values either: pyproject.toml defines every
+    # option, empty when its environment variable is unset, and CMake reads empty as the default.
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    table = pyproject["tool"]["scikit-build"]["cmake"]["define"]
+    sessions = options.BuildOptions(group="legacy").cmake_defines()
+    assert set(table) == set(sessions) == set(manifest.load()["options"])
+    assert all(spec == {"env": name, "default": ""} for name, spec in table.items())
+    macro = (ROOT / "cmake" / "FlashAttnOptions.cmake").read_text()
+    assert 'if("${${name}}" STREQUAL "")' in macro and "FORCE)" in macro
+
+
+# -- reproducible re-tagging --------------------------------------------------------------------
+
+
+def test_retag_gives_the_same_bytes_whatever_the_raw_wheels_timestamps(tmp_path, monkeypatch):
+    # Two raw wheels with the same content, zipped at different times (as a build without
+    # SOURCE_DATE_EPOCH writes them): re-tagging must give identical files.
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1600000000")
+    raw_a = make_wheel(tmp_path / "raw_a")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    raw_b = make_wheel(tmp_path / "raw_b")
+    assert raw_a.read_bytes() != raw_b.read_bytes()
+    monkeypatch.delenv("SOURCE_DATE_EPOCH")  # the re-tag takes the checkout's commit time
+    first = tagging.retag(raw_a, tmp_path / "a")
+    time.sleep(2.1)  # zip timestamps have 2 s resolution: a clock-stamped re-tag would differ now
+    second = tagging.retag(raw_b, tmp_path / "b")
+    assert first.read_bytes() == second.read_bytes()
+    with zipfile.ZipFile(first) as zf:
+        assert len({i.date_time for i in zf.infolist()}) == 1
+
+
+def test_source_date_epoch_prefers_the_environment():
+    assert tagging.source_date_epoch({"SOURCE_DATE_EPOCH": "1700000000"}) == "1700000000"
+    assert tagging.source_date_epoch({}).isdigit()
