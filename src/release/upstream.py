@@ -1,8 +1,9 @@
 """The pinned upstream sdist for tests and tools, obtained the way the build obtains it.
 
-The build (cmake/FlashAttnUpstream.cmake) owns the pin, the download cache and the hash check;
-this module runs that code through ``cmake -P cmake/scripts/FetchUpstreamSdist.cmake`` instead
-of repeating it, then extracts the sdist where the caller asks.
+The build owns the download cache and the hash check (cmake/FlashAttnUpstream.cmake, with the pin
+from build-manifest.json); this module runs that code through ``cmake -P
+cmake/scripts/FetchUpstreamSdist.cmake`` instead of repeating it, then extracts the sdist where
+the caller asks.
 """
 
 from __future__ import annotations
