@@ -1,8 +1,9 @@
 """The release build matrix: every supported (OS, arch group, CUDA toolkit, torch) combination.
 
-This module is the one table of what the project releases. ``nox -s matrix`` prints it as the
-JSON a GitHub Actions ``strategy.matrix`` reads (``{"include": [...]}``, one object per wheel);
-``.github/workflows/release.yml`` feeds that to its build jobs with ``fromJSON``.
+This module turns the manifest's ``release_matrix`` (build-manifest.json) into the list of
+release builds. ``nox -s matrix`` prints it as the JSON a GitHub Actions ``strategy.matrix``
+reads (``{"include": [...]}``, one object per wheel); ``.github/workflows/release.yml`` feeds
+that to its build jobs with ``fromJSON``.
 
 ``python -m release.matrix [--os OS] [--group G] [--cuda X.Y] [--torch V] [--kernel-set S]
 [--runner OS=LABEL] [--output FILE] [--format json|table]``

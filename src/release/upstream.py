@@ -38,7 +38,10 @@ def pinned_sdist(sdist: str | os.PathLike | None = None, python: str = sys.execu
     """
     cmake = shutil.which("cmake")
     if cmake is None:
-        raise ReleaseError("cmake is not on PATH; install it (pip install 'cmake>=3.25') to fetch the upstream sdist")
+        raise ReleaseError(
+            "cmake is not on PATH; install it (pip install cmake==4.4.5, the pin of build-manifest.json) "
+            "to fetch the upstream sdist"
+        )
     given = sdist if sdist is not None else os.environ.get("FLASH_ATTN_SDIST") or None
     cmd = [cmake, f"-DPYTHON={python}"]
     if given:

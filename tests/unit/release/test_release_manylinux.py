@@ -120,10 +120,15 @@ def _auditwheel() -> str | None:
     return found if os.path.isfile(found) else None
 
 
-needs_tools = pytest.mark.skipif(
-    sys.platform != "linux" or not shutil.which("cc") or _auditwheel() is None,
-    reason="needs Linux, a C compiler and auditwheel (pip install auditwheel==6.8.2)",
-)
+# ELF libraries and auditwheel exist on Linux only; there, a missing compiler or auditwheel is a
+# missing install step (the tests session installs auditwheel), so it fails instead of skipping.
+needs_tools = pytest.mark.skipif(sys.platform != "linux", reason="builds ELF libraries: runs on Linux only")
+
+
+@pytest.fixture
+def elf_tools():
+    assert shutil.which("cc"), "these tests compile small libraries: install a C compiler (cc)"
+    assert _auditwheel() is not None, "auditwheel is missing: pip install auditwheel==6.8.2 (pins.TEST)"
 
 
 def elf_wheel(tmp_path: Path, source: str, libs: dict[str, str] | None = None, flags: tuple = ()) -> Path:
@@ -156,7 +161,7 @@ def elf_wheel(tmp_path: Path, source: str, libs: dict[str, str] | None = None, f
 
 
 @needs_tools
-def test_real_library_linking_fake_torch_passes(tmp_path):
+def test_real_library_linking_fake_torch_passes(tmp_path, elf_tools):
     torch = {"torch": "int torch_fn(void) { return 1; }", "c10": "int c10_fn(void) { return 2; }"}
     code = "int torch_fn(void); int c10_fn(void); int f(void) { return torch_fn() + c10_fn(); }"
     wheel = elf_wheel(tmp_path, code, torch)
@@ -170,7 +175,7 @@ def test_real_library_linking_fake_torch_passes(tmp_path):
 
 
 @needs_tools
-def test_real_library_with_new_glibc_symbols_or_a_foreign_library_fails(tmp_path):
+def test_real_library_with_new_glibc_symbols_or_a_foreign_library_fails(tmp_path, elf_tools):
     foreign = elf_wheel(
         tmp_path / "a", "int z_fn(void); int f(void) { return z_fn(); }", {"zfoo": "int z_fn(void){return 3;}"}
     )

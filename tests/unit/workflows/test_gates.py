@@ -136,7 +136,7 @@ def test_torch_must_be_the_entry_torch(found, message):
 def fake_python(tmp_path):
     """An executable that answers toolchain's torch query with a Windows torch's facts."""
     if os.name == "nt":
-        pytest.skip("the fake interpreter is a shell script")
+        pytest.skip("the fake interpreter is a POSIX shell script: not on Windows")
     exe = tmp_path / "python"
     exe.write_text('#!/bin/sh\necho \'{"version": "2.14.1+cu130", "cuda": "13.0", "abi": false}\'\n')
     exe.chmod(0o755)

@@ -134,9 +134,10 @@ def test_a_download_is_retried_then_fails(tmp_path):
 
 @pytest.fixture
 def bash() -> str:
+    if os.name == "nt":
+        pytest.skip("the step runs under bash on Linux runners: not on Windows")
     found = shutil.which("bash")
-    if not found or os.name == "nt":
-        pytest.skip("needs bash (the step runs under bash on the runners)")
+    assert found, "bash is not on PATH (the workflow steps run under bash)"
     return found
 
 
