@@ -29,7 +29,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT / "src") not in sys.path:
     sys.path.append(str(REPO_ROOT / "src"))
-from release.validate import json_safe  # noqa: E402  (one strict-JSON conversion for every report)
+from release.jsonio import json_safe  # noqa: E402  (one strict-JSON conversion for every report)
 
 KERNELS_DIR = REPO_ROOT / "src" / "kernels"
 # The variable flash_attn's loader reads for the library to load (flash_attn/_loader.py LIBRARY_ENV).

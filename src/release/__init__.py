@@ -14,5 +14,6 @@ install pinned tools and call these modules' ``main`` functions:
 - :mod:`release.wheels`    the ``wheel_*`` sessions: build, tag, checksum, smoke test
 - :mod:`release.dev`       the ``dev`` session: editable install that rebuilds on import
 - :mod:`release.validate`  GPU validation suite and report (runs without nox)
+- :mod:`release.jsonio`    strict-JSON conversion for the validation report and bench/ results
 - :mod:`release.publish`   the ``release`` session: gather, checksum and verify a release
 """

@@ -5,13 +5,13 @@ Run on a machine with a CUDA GPU where the wheel is installed (no nox needed)::
     python src/release/validate.py --out reports/ [--wheel dist/flash_attn-...whl]
     PYTHONPATH=src python -m release.validate --out reports/
 
-Only the standard library, torch and the installed flash_attn are used. Every check draws
-fresh random inputs (never zeros) and compares against torch ``scaled_dot_product_attention``
-computed in fp32 on the same inputs (masks for causal/window; a plain fp32 reference where SDPA
-cannot express the case: softcap, fully masked rows). Gates (docs/design.md): fp16 rel_Linf <= 2e-2,
-bf16 rel_Linf <= 1e-2, cosine >= 0.9995. Backward gates (this suite's choice, stated in the
-report): gradients finite, rel_Linf <= 5e-2 (fp16) / 1e-1 (bf16), cosine >= 0.999 vs the fp32
-reference gradients.
+Only the standard library, torch, the installed flash_attn and ``jsonio.py`` beside this file
+are used. Every check draws fresh random inputs (never zeros) and compares against torch
+``scaled_dot_product_attention`` computed in fp32 on the same inputs (masks for causal/window; a
+plain fp32 reference where SDPA cannot express the case: softcap, fully masked rows). Gates
+(docs/design.md): fp16 rel_Linf <= 2e-2, bf16 rel_Linf <= 1e-2, cosine >= 0.9995. Backward gates
+(this suite's choice, stated in the report): gradients finite, rel_Linf <= 5e-2 (fp16) / 1e-1
+(bf16), cosine >= 0.999 vs the fp32 reference gradients.
 
 Suite:
 - accuracy, 8 cases: fp16/bf16 x causal or not x head dim 64/128 (B=2, S=1024, H=8);
@@ -47,6 +47,11 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+if __package__:
+    from .jsonio import json_safe
+else:  # run as a script (python src/release/validate.py): this folder is sys.path[0]
+    from jsonio import json_safe
 
 GATES = {"fp16": 2e-2, "bf16": 1e-2}
 COSINE_MIN = 0.9995
@@ -632,24 +637,6 @@ def _fmt(x, spec=".2e"):
 
 
 SECTIONS = ("accuracy", "shapes", "backward", "edges", "latency")
-
-
-def json_safe(value):
-    """``value`` as strict JSON holds it: NaN/inf -> None, tensors -> numbers or lists, dtypes/paths -> str."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if value is None or isinstance(value, (str, int)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [json_safe(v) for v in value]
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
-        if value.numel() <= 64:
-            return json_safe(value.detach().cpu().tolist())
-        return f"tensor{list(value.shape)} {value.dtype}"
-    return str(value)
 
 
 def count(report: dict) -> dict:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import zipfile
 
 import bench_common as bc
@@ -160,3 +162,11 @@ def test_kernel_set_is_the_repository_one():
     ks = bc.kernel_set()
     assert ks.__file__ == str(bc.KERNELS_DIR / "kernel_set.py")
     assert len(ks.resolve("dev")[1]) == 24
+
+
+def test_bench_common_does_not_import_the_validation_suite():
+    # bench/ only needs the strict-JSON helper (release.jsonio), not the GPU suite release.validate.
+    code = "import sys, bench_common; print('release.validate' in sys.modules, 'release.jsonio' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(bc.REPO_ROOT / "bench")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]

@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from release import validate as v  # noqa: E402
+from release.jsonio import json_safe  # noqa: E402
 
 SMALL = {
     "ACCURACY_CASES": [
@@ -81,7 +82,7 @@ def test_json_safe():
         "big": torch.zeros(100),
         1: "int key",
     }
-    safe = v.json_safe(value)
+    safe = json_safe(value)
     assert safe == {
         "inf": None,
         "nan": None,
