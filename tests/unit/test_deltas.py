@@ -2,7 +2,7 @@
 
 The script is run on a copy of upstream's csrc/flash_attn/src, taken from the pinned sdist by the
 shared `upstream_tree` fixture (tests/conftest.py).  The compile check of the
-patched headers is tests/sass/sass_audit.py (minutes per unit), not here.
+patched headers is tools/sass_audit.py (minutes per unit), not here.
 """
 
 from __future__ import annotations
@@ -420,13 +420,13 @@ def test_masked_rows_and_blocks():
 
 
 # ---------------------------------------------------------------------------------------------
-# The SASS audit's instruction counting (tests/sass/sass_audit.py), on a made-up dump
+# The SASS audit's instruction counting (tools/sass_audit.py), on a made-up dump
 
 
 def test_sass_audit_counts_forward_kernels_only():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("sass_audit", REPO / "tests" / "sass" / "sass_audit.py")
+    spec = importlib.util.spec_from_file_location("sass_audit", REPO / "tools" / "sass_audit.py")
     audit = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(audit)
     dump = """

@@ -2,16 +2,16 @@
 # GPU evidence on one H200 (sm_90), in three calls of the device tool over one machine lease
 # (the machine goes back 30 s after a call: make the next call at once):
 #
-#   bash tests/gpu/device_session.sh build     # our measured dev build + the dev wheel   (~8-9 min)
-#   bash tests/gpu/device_session.sh test      # GPU checks and benchmarks on a quiet machine (~6 min),
+#   bash tools/device_session.sh build     # our measured dev build + the dev wheel   (~8-9 min)
+#   bash tools/device_session.sh test      # GPU checks and benchmarks on a quiet machine (~6 min),
 #                                              #   then starts upstream's build in the background
-#   bash tests/gpu/device_session.sh upstream  # waits for upstream's build, writes the build report
-#   bash tests/gpu/device_session.sh tree      # a local upstream tree (.trees/<name>.tar.gz, e.g. upstream
+#   bash tools/device_session.sh upstream  # waits for upstream's build, writes the build report
+#   bash tools/device_session.sh tree      # a local upstream tree (.trees/<name>.tar.gz, e.g. upstream
 #                                              #   main): its wheel for sm_90, release paths + dropout (~8 min;
 #                                              #   call it again if it says the build is not ready)
-#   bash tests/gpu/device_session.sh bench     # the timed steps of `test` alone (validate, kernel benchmark
+#   bash tools/device_session.sh bench     # the timed steps of `test` alone (validate, kernel benchmark
 #                                              #   with the host-overhead table), on the dev wheel of `build`
-#   KSET=... bash tests/gpu/device_session.sh opcheck   # a small set straight into a wheel, then opcheck
+#   KSET=... bash tools/device_session.sh opcheck   # a small set straight into a wheel, then opcheck
 #                                              #   and the P-padding probe on it (~5 min for two units)
 #
 # Switches (environment): JOBS (16) and TREE_JOBS (JOBS) size the two builds; WITH_TREE=1 starts the
@@ -45,7 +45,7 @@
 # The A-1 builds of the first lease (threshold 8 / 0 / broken) are in docs/evidence/h200-2026-11-29.
 set -u
 phase=${1:?usage: device_session.sh build|test|upstream|tree|bench|opcheck}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=${W:-/tmp/fa}
 OUT=${OUT:-$W/out}
 R=$W/results/$phase  # everything this phase reports; packed into $OUT/$phase.tgz at the end
@@ -260,7 +260,7 @@ opcheck)
   cd "$W" || exit 3
   QUICK_SITE="$W/site_quick${PYTHONPATH:+:$PYTHONPATH}"
   PYTHONPATH="$QUICK_SITE" step opcheck 30 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
-  PYTHONPATH="$QUICK_SITE" step probe_p 5 python3 "$ROOT/tests/gpu/probe_dropout_probs.py" || rc=1
+  PYTHONPATH="$QUICK_SITE" step probe_p 5 python3 "$ROOT/tools/probe_dropout_probs.py" || rc=1
   exit $rc
   ;;
 bench)

@@ -8,7 +8,7 @@ configuration, on a private copy of the upstream kernel sources with our deltas 
 function, of FFMA2 (packed fp32 FMA), scalar FFMA and MUFU.EX2.  Prints a Markdown table and
 writes JSON.
 
-    python tests/sass/sass_audit.py [--tree <upstream root>] \
+    python tools/sass_audit.py [--tree <upstream root>] \
         [--configs sm_100:1,sm_100:0,sm_120:1,sm_120:0,sm_80:1] [--workdir build/sass_audit] \
         [--json build/sass_audit/sass_audit.json] [--markdown build/sass_audit/sass_audit.md]
 
@@ -32,7 +32,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src" / "kernels"))
 sys.path.insert(0, str(REPO / "src"))
 import apply_deltas  # noqa: E402
@@ -57,7 +57,7 @@ NVCC_FLAGS = [
 
 # Our own instantiation unit: the fp16, hdim64, non-causal forward entry point.
 UNIT_SOURCE = """\
-// Written by tests/sass/sass_audit.py: one forward instantiation unit for the SASS audit.
+// Written by tools/sass_audit.py: one forward instantiation unit for the SASS audit.
 #include "namespace_config.h"
 #include "flash_fwd_launch_template.h"
 
