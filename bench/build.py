@@ -63,6 +63,7 @@ import machine  # noqa: E402
 
 from release import manifest  # noqa: E402  (src/ is on sys.path through bench_common)
 from release.checksums import sha256_file  # noqa: E402
+from release.progress import parse_ninja_log_lines  # noqa: E402  (the one .ninja_log line reader)
 
 LAUNCHER = Path(__file__).resolve().parent / "measure_launcher.py"
 DRY_ENV = "FLASH_ATTN_BENCH_LAUNCHER_DRY"
@@ -107,29 +108,21 @@ class Edge:
 def parse_ninja_log(text: str) -> list[list[Edge]]:
     """The builds recorded in a .ninja_log (format v5-v7: start_ms end_ms mtime output hash).
 
-    Ninja appends a line per output when its edge finishes, with times relative to the start of
-    that ninja run, so a decreasing end time starts a new build (as ninjatracing does). Lines of
+    The lines are read by :func:`release.progress.parse_ninja_log_lines` (the one reader of the
+    format). Ninja appends a line per output when its edge finishes, with times relative to the
+    start of that ninja run, so a decreasing end time starts a new build (as ninjatracing does). Lines of
     one edge with several outputs (same start, end and command hash) are joined; within a build
     a repeated output keeps its last line.
     """
     builds: list[list[tuple[int, int, str, str]]] = []
     current: list[tuple[int, int, str, str]] = []
     last_end = -1
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        parts = line.split("\t")
-        if len(parts) < 4:
-            continue
-        try:
-            start, end = int(parts[0]), int(parts[1])
-        except ValueError:
-            continue
-        if end < last_end and current:
+    for entry in parse_ninja_log_lines(text):
+        if entry.end_ms < last_end and current:
             builds.append(current)
             current = []
-        last_end = end
-        current.append((start, end, parts[3], parts[4].strip() if len(parts) > 4 else ""))
+        last_end = entry.end_ms
+        current.append((entry.start_ms, entry.end_ms, entry.output, entry.cmd_hash))
     if current:
         builds.append(current)
     result = []

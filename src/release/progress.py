@@ -146,9 +146,12 @@ def units_of_build_dir(build_dir: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class LogEntry:
+    """One line of a .ninja_log: an output file and its edge's times in ms from the start of its ninja run."""
+
     start_ms: int
     end_ms: int
     output: str
+    cmd_hash: str = ""
 
     @property
     def seconds(self) -> float:
@@ -163,6 +166,29 @@ def ninja_log_lines(build_dir: Path) -> frozenset[str]:
     return frozenset(path.read_bytes().decode("utf-8", errors="replace").splitlines())
 
 
+def parse_ninja_log_lines(text: str, seen: frozenset[str] = frozenset()) -> list[LogEntry]:
+    """Every entry line of a .ninja_log text (v5-v7: start, end, mtime, output, hash), in file order.
+
+    The one reader of the format, for the build summary (:func:`read_ninja_log`) and for
+    bench/build.py (which splits the entries into ninja runs). Skips the ``# ninja log`` header,
+    blank lines, lines in `seen`, and lines that are not tab-separated with integer times, so a
+    log cut off mid-line still reads. Repeated outputs are all returned; callers pick the last.
+    """
+    entries = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#") or line in seen:
+            continue
+        parts = line.split("\t")
+        if len(parts) < 4:
+            continue
+        try:
+            start, end = int(parts[0]), int(parts[1])
+        except ValueError:
+            continue
+        entries.append(LogEntry(start, end, parts[3], parts[4].strip() if len(parts) > 4 else ""))
+    return entries
+
+
 def read_ninja_log(path: Path, seen: frozenset[str] = frozenset()) -> list[LogEntry]:
     """Entries of a .ninja_log (v5-v7: start, end, mtime, output, hash) that are not in `seen`.
 
@@ -175,18 +201,8 @@ def read_ninja_log(path: Path, seen: frozenset[str] = frozenset()) -> list[LogEn
     path = Path(path)
     if not path.is_file():
         return []
-    entries: dict[str, LogEntry] = {}
-    for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
-        if not line or line.startswith("#") or line in seen:
-            continue
-        parts = line.split("\t")
-        if len(parts) < 4:
-            continue
-        try:
-            entries[parts[3]] = LogEntry(int(parts[0]), int(parts[1]), parts[3])
-        except ValueError:
-            continue
-    return list(entries.values())
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    return list({e.output: e for e in parse_ninja_log_lines(text, seen)}.values())
 
 
 # -- shared-object size per arch -----------------------------------------------------------------

@@ -119,6 +119,17 @@ def test_read_ninja_log_and_summary(tmp_path):
     assert "5:30" in text and "3.0 MiB" in text
 
 
+def test_parse_ninja_log_lines_keeps_order_and_repeats_and_skips_junk():
+    text = NINJA_LOG + "garbage\nx\t1\t2\tbad.o\th\n\n0\t5000\t2\t_C_legacy.so\tee \n"
+    entries = progress.parse_ninja_log_lines(text)
+    assert [e.output.rsplit("/", 1)[-1] for e in entries] == [
+        "fwd_hdim64_fp16.cu.o", "bwd_hdim256_bf16.cu.o", "fwd.cpp.o", "_C_legacy.so", "_C_legacy.so"
+    ]  # fmt: skip
+    assert (entries[-1].start_ms, entries[-1].end_ms, entries[-1].cmd_hash) == (0, 5000, "ee")
+    seen = frozenset(NINJA_LOG.splitlines())
+    assert [e.end_ms for e in progress.parse_ninja_log_lines(text, seen)] == [5000]
+
+
 def test_read_ninja_log_after_snapshot_keeps_last_entry(tmp_path):
     log = tmp_path / ".ninja_log"
     log.write_text(NINJA_LOG)
