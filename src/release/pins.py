@@ -4,7 +4,8 @@ The pins are ``tool_pins`` in build-manifest.json (with the reason for the unusu
 ``.ci/run`` reads too. pyproject.toml states the lower bounds a plain ``pip install .`` needs;
 the sessions install these exact versions so every wheel of a release is built with the same
 tools. torch is not pinned for the sessions: they take the machine's torch or the one given with
---torch-version (``CI_TORCH`` is the torch ``.ci/run`` installs for the test command).
+--torch-version (``.ci/run`` reads the nox and torch pins of the test command from the manifest
+itself, before anything is installed).
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from __future__ import annotations
 from . import manifest
 
 _PINS = manifest.load()["tool_pins"]
-NOX: str = _PINS["nox"]
-CI_TORCH: str = _PINS["ci_torch"]
 BUILD: list[str] = list(_PINS["build"])
 TEST: list[str] = list(_PINS["test"])
 LINT: list[str] = list(_PINS["lint"])
