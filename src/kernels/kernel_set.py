@@ -87,6 +87,12 @@ class Unit:
         return f"{self.kind}_hdim{self.head_dim}_{self.dtype}" + ("_causal" if self.causal else "")
 
     @property
+    def seconds(self) -> float:
+        """Predicted compile seconds of this unit for one arch on the reference host of
+        ``unit_costs.measured_source`` (an H200 host, 16 concurrent compiles, nvcc 13.0)."""
+        return self.cost * _COST_UNIT_SECONDS
+
+    @property
     def cost(self) -> float:
         """Relative compile cost (unitless, the manifest's reference unit = 1.0).
 
@@ -162,3 +168,38 @@ def order_heaviest_first(units) -> list[Unit]:
 def cpp_type(dtype: str) -> str:
     """The CUTLASS element type upstream's templates take for a dtype name."""
     return _CTYPE[dtype]
+
+
+class ShardError(ValueError):
+    """A shard spec that is not ``K/N`` with 1 <= K <= N; the message says what to pass."""
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """Parse a shard spec ``K/N`` (1-based: ``3/8`` is the third of eight) into (K, N).
+
+    Raises ShardError for anything else (``0/8``, ``9/8``, ``3``, ``a/b``).
+    """
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise ShardError(f"shard '{text}' is not K/N with 1 <= K <= N (for example 3/8: the third of eight shards)")
+    return int(m.group(1)), int(m.group(2))
+
+
+def split_shards(units, count: int) -> list[list[Unit]]:
+    """Split units into `count` shards of nearly equal predicted compile time.
+
+    Longest-processing-time-first: units heaviest first (``order_heaviest_first``), each onto the
+    shard with the least predicted seconds so far (ties: the lowest index). Deterministic for a
+    given manifest, so every machine of a sharded build computes the same split. Shards can be
+    empty when there are fewer units than shards. Each shard keeps the heaviest-first order.
+    Raises ShardError when count < 1.
+    """
+    if count < 1:
+        raise ShardError(f"the shard count must be at least 1, got {count}")
+    shards: list[list[Unit]] = [[] for _ in range(count)]
+    load = [0.0] * count
+    for unit in order_heaviest_first(units):
+        i = min(range(count), key=lambda k: (load[k], k))
+        shards[i].append(unit)
+        load[i] += unit.seconds
+    return shards

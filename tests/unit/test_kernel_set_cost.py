@@ -32,3 +32,25 @@ def test_head_dims_above_128_follow_design_md():
     assert abs(ks.parse_unit("bwd_hdim256_fp16").cost * 228.8 / 317 - 1) < 0.1
     release = _order("release")
     assert release.index("bwd_hdim256_fp16") < release.index("fwd_hdim256_fp16")
+
+
+def test_shards_cover_the_set_once_and_balance_by_predicted_seconds():
+    _, units = ks.resolve("dev")
+    shards = ks.split_shards(units, 4)
+    names = [u.name for shard in shards for u in shard]
+    assert sorted(names) == sorted(u.name for u in units)  # every unit exactly once
+    loads = [sum(u.seconds for u in shard) for shard in shards]
+    assert max(loads) - min(loads) < max(u.seconds for u in units)  # LPT: within one unit
+    assert ks.split_shards(units, 4) == shards  # deterministic: every machine computes the same split
+    assert [len(s) for s in ks.split_shards(units[:2], 3)] == [1, 1, 0]
+
+
+def test_shard_specs_are_one_based_k_of_n():
+    assert ks.parse_shard("3/8") == (3, 8)
+    for bad in ("0/8", "9/8", "3", "a/b", ""):
+        try:
+            ks.parse_shard(bad)
+        except ks.ShardError as e:
+            assert "K/N" in str(e)
+        else:
+            raise AssertionError(bad)
