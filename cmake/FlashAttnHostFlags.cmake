@@ -106,10 +106,12 @@ endfunction()
 #   COMPILER_VERSION  its version (CMAKE_CXX_COMPILER_VERSION), e.g. 19.44.35207.
 #   CUDA_VERSION      the toolkit version, e.g. 13.2 or 13.0.88.
 #   TORCH_VERSION     torch.__version__; a local label (2.14.1+cu130) and
-#                     pre/dev parts are stripped before comparing.
+#                     pre/dev parts are stripped before comparing. "none" for
+#                     code that includes no torch header (the kernel objects):
+#                     C++17, upstream's standard, for every torch.
 # Outputs (set in the caller's scope):
-#   OUT_CXX_STANDARD  20 when torch >= 2.13, else 17 (for CXX_STANDARD and
-#                     CUDA_STANDARD).
+#   OUT_CXX_STANDARD  20 when torch >= 2.13, else 17 (also for TORCH_VERSION
+#                     none) (for CXX_STANDARD and CUDA_STANDARD).
 #   OUT_CXX_FLAGS     host flags for C++ sources:
 #                     MSVC: /Zc:preprocessor /Zc:__cplusplus [/permissive-]
 #                           /std:c++20|/std:c++17 /bigobj /EHsc
@@ -161,14 +163,21 @@ function(flash_attn_host_flags)
     endif()
   endforeach()
 
-  _flash_attn_release_version(TORCH_VERSION "${ARG_TORCH_VERSION}" torch)
   _flash_attn_release_version(CUDA_VERSION "${ARG_CUDA_VERSION}" cuda)
   _flash_attn_release_version(COMPILER_VERSION "${ARG_COMPILER_VERSION}" cc_version)
 
-  if(torch VERSION_GREATER_EQUAL FLASH_ATTN_TORCH_CXX20_MIN)
-    set(std 20)
-  else()
+  if(ARG_TORCH_VERSION STREQUAL "none")
+    # Torch-free code (the kernel objects): upstream's own standard, whatever torch the binding
+    # uses, so one set of kernel objects serves every torch.
+    set(torch "none")
     set(std 17)
+  else()
+    _flash_attn_release_version(TORCH_VERSION "${ARG_TORCH_VERSION}" torch)
+    if(torch VERSION_GREATER_EQUAL FLASH_ATTN_TORCH_CXX20_MIN)
+      set(std 20)
+    else()
+      set(std 17)
+    endif()
   endif()
 
   set(cxx_flags "")

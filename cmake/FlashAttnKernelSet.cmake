@@ -1,10 +1,11 @@
 # FlashAttnKernelSet.cmake: turn a kernel set into generated instantiation units.
 #
-# flash_attn_generate_units(PYTHON <exe> KERNEL_SET <spec> TREE <upstream root> OUT_DIR <dir>
+# flash_attn_generate_units(PYTHON <exe> KERNEL_SET <spec> [SHARD <K/N>] TREE <upstream root> OUT_DIR <dir>
 #                           OUT_SOURCES <var> OUT_DISPATCH <var> OUT_SET_NAME <var> OUT_KERNELS_JSON <var>)
 #   Runs src/kernels/generate_units.py (the kernel sets are "kernels" in build-manifest.json, read
 #   by src/kernels/kernel_set.py: release, dev, ci, or an explicit list of unit names/patterns);
-#   the generator is given the manifest CMake reads (FLASH_ATTN_MANIFEST). Returns the unit sources heaviest first (so Ninja starts the
+#   the generator is given the manifest CMake reads (FLASH_ATTN_MANIFEST). With SHARD, only the
+#   units of that shard get sources (kernel_set.split_shards); the dispatch covers the whole set. Returns the unit sources heaviest first (so Ninja starts the
 #   longest compiles first), the generated dispatch source, the resolved set name and the path of
 #   the JSON list of built units. FATAL_ERROR with the generator's message for a bad set or tree.
 #   The generator rewrites only files whose text changed, so an unchanged configuration
@@ -12,14 +13,14 @@
 include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnManifest.cmake")
 
 function(flash_attn_generate_units)
-  cmake_parse_arguments(arg "" "PYTHON;KERNEL_SET;TREE;OUT_DIR;OUT_SOURCES;OUT_DISPATCH;OUT_SET_NAME;OUT_KERNELS_JSON"
+  cmake_parse_arguments(arg "" "PYTHON;KERNEL_SET;SHARD;TREE;OUT_DIR;OUT_SOURCES;OUT_DISPATCH;OUT_SET_NAME;OUT_KERNELS_JSON"
                         "" ${ARGN})
   set(generator "${PROJECT_SOURCE_DIR}/src/kernels/generate_units.py")
   flash_attn_manifest_text(_)  # the kernel sets are in the manifest: its change re-runs the configure
   flash_attn_manifest_file(manifest)
   execute_process(
     COMMAND "${CMAKE_COMMAND}" -E env "FLASH_ATTN_MANIFEST=${manifest}"
-            "${arg_PYTHON}" "${generator}" --kernel-set "${arg_KERNEL_SET}" --tree "${arg_TREE}" --out "${arg_OUT_DIR}"
+            "${arg_PYTHON}" "${generator}" --kernel-set "${arg_KERNEL_SET}" --shard "${arg_SHARD}" --tree "${arg_TREE}" --out "${arg_OUT_DIR}"
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${err}\nflash_attn: FLASH_ATTN_KERNEL_SET='${arg_KERNEL_SET}' cannot be built (see above).")

@@ -29,6 +29,9 @@ flash_attn_option(FLASH_ATTN_FATBIN_COMPRESSION)
 flash_attn_option(FLASH_ATTN_SOURCE_DIR)
 flash_attn_option(FLASH_ATTN_SDIST)
 flash_attn_option(FLASH_ATTN_CUTLASS_DIR)
+flash_attn_option(FLASH_ATTN_KERNELS)
+flash_attn_option(FLASH_ATTN_KERNELS_ONLY)
+flash_attn_option(FLASH_ATTN_SHARD)
 
 # The package version: scikit-build-core passes it; plain CMake reads flash_attn/_version.py.
 if(DEFINED SKBUILD_PROJECT_VERSION_FULL)

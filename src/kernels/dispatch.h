@@ -1,9 +1,10 @@
 // Kernel dispatch: the only interface between our binding (src/binding) and the
 // instantiation units generated for the chosen kernel set (src/kernels/generate_units.py).
 //
-// The generated file `dispatch.cpp` in the build directory implements these functions
+// The generated file `dispatch.cu` in the build directory implements these functions
 // with one `case` per unit that the kernel set built.  A combination that the kernel set
-// left out reaches a stub that throws c10::Error (RuntimeError in Python) with the text
+// left out reaches a stub that raises (raise_error of torch_free.h: the binding throws c10::Error,
+// a RuntimeError in Python) with the text
 //   flash_attn was built without <what> (kernel set '<set>'); rebuild with ...
 //
 // Head dimensions are dispatched on the rounded head dim that upstream's kernels are
@@ -22,10 +23,10 @@ int kernel_head_dim(int head_dim);
 
 // Forward. split_kv selects the split-KV kernels (params.num_splits > 1, or the KV-cache
 // path that appends new keys / uses a block table).  Dispatches on params.is_bf16,
-// kernel_head_dim(params.d) and params.is_causal.  Throws c10::Error for a stub.
+// kernel_head_dim(params.d) and params.is_causal.  Raises (raise_error) for a stub.
 void run_fwd(FLASH_NAMESPACE::Flash_fwd_params& params, cudaStream_t stream, bool split_kv);
 
-// Backward.  Dispatches like run_fwd.  Throws c10::Error for a stub.
+// Backward.  Dispatches like run_fwd.  Raises (raise_error) for a stub.
 void run_bwd(FLASH_NAMESPACE::Flash_bwd_params& params, cudaStream_t stream);
 
 // True when the kernel set holds the unit; kind is "fwd", "fwd_split" or "bwd".

@@ -96,12 +96,18 @@ class _Display:
 
 
 def run_streamed(
-    cmd: list[str], build_dir: Path, verbose: bool = False, cwd: Path = _paths.REPO_ROOT, what: str = "the build"
+    cmd: list[str],
+    build_dir: Path,
+    verbose: bool = False,
+    cwd: Path = _paths.REPO_ROOT,
+    what: str = "the build",
+    append: bool = False,
 ) -> tuple[float, int]:
     """Run `cmd` (a build whose CMake binary dir is `build_dir`) with streamed, followable output.
 
-    Returns (wall seconds, the .ninja_log lines before the run); raises ReleaseError with the last
-    lines of the log when the command fails.
+    The output goes to ``<build_dir>/flash_attn_build.log`` (appended to with `append`, for a
+    second command of the same build). Returns (wall seconds, the .ninja_log lines before the
+    run); raises ReleaseError with the last lines of the log when the command fails.
     """
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -111,10 +117,11 @@ def run_streamed(
     display = _Display(state, verbose)
     tail: deque[str] = deque(maxlen=80)
     started = time.monotonic()
-    display.line(f"release: build directory {build_dir}")
+    if not append:
+        display.line(f"release: build directory {build_dir}")
     proc = None
     try:
-        with open(log_path, "w", encoding="utf-8") as log:
+        with open(log_path, "a" if append else "w", encoding="utf-8") as log:
             log.write("$ " + " ".join(cmd) + "\n")
             proc = subprocess.Popen(
                 cmd,

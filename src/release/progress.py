@@ -282,6 +282,9 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
         rows.append((f"slowest: {item['unit']}", format_seconds(item["seconds"])))
     for arch, size in s["sizes"].items():
         rows.append((f"size: {arch}", _mib(size)))
+    cache = s.get("compile_cache")
+    if cache:
+        rows.append(("compile cache (sccache) hits / misses", f"{cache['hits']} / {cache['misses']}"))
     return rows
 
 

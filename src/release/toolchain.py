@@ -160,8 +160,11 @@ def torch_public_version(version: str) -> str:
     return Version(version).public
 
 
-def check(tc: Toolchain, want_torch: str | None = None) -> None:
-    """Raise ReleaseError when `tc` cannot build a wheel (or is not the torch asked for)."""
+def check(tc: Toolchain, want_torch: str | None = None, need_torch: bool = True) -> None:
+    """Raise ReleaseError when `tc` cannot build a wheel (or is not the torch asked for).
+
+    need_torch=False checks only nvcc and the host compiler: the kernel objects compile without
+    torch (release.kernels)."""
     if tc.nvcc and not tc.cuda_version:
         what = "does not exist" if not Path(tc.nvcc).exists() else "does not run as nvcc (no version from --version)"
         raise ReleaseError(
@@ -173,6 +176,16 @@ def check(tc: Toolchain, want_torch: str | None = None) -> None:
             "no nvcc found (looked at $CUDACXX, PATH, $CUDA_HOME/bin). Install the CUDA toolkit (nvcc 12.8 or "
             "newer; 13.x for torch cu13x builds) and put its bin/ on PATH, or set CUDACXX=/path/to/nvcc."
         )
+    if need_torch:
+        _check_torch(tc, want_torch)
+    if not tc.compiler_id:
+        raise ReleaseError(
+            "no host C++ compiler found (looked at $CXX, c++, g++, clang++, cl). Install gcc/g++ (Linux) or "
+            "open a Visual Studio Developer Command Prompt (Windows), or set CXX."
+        )
+
+
+def _check_torch(tc: Toolchain, want_torch: str | None) -> None:
     if not tc.torch_version:
         raise ReleaseError(
             f"torch is not importable by {tc.python}. Install the torch you build against into it "
@@ -195,11 +208,6 @@ def check(tc: Toolchain, want_torch: str | None = None) -> None:
         raise ReleaseError(
             f"asked for torch {want_torch} but {tc.python} has torch {tc.torch_version}. "
             f"Install it with: {tc.python} -m pip install torch=={want_torch}"
-        )
-    if not tc.compiler_id:
-        raise ReleaseError(
-            "no host C++ compiler found (looked at $CXX, c++, g++, clang++, cl). Install gcc/g++ (Linux) or "
-            "open a Visual Studio Developer Command Prompt (Windows), or set CXX."
         )
 
 

@@ -10,8 +10,10 @@ runs). In order, stopping at the first problem with a message that says what to 
 2. with ``--torch-version``, install that torch into the running environment when it differs;
 3. probe the toolchain (``release.toolchain``): nvcc present, torch a CUDA build of the same
    CUDA major, host compiler present; every arch buildable by this nvcc;
-4. build into the keyed build directory (``release.build_key``, created only now) with every
-   option passed explicitly, with progress and a summary;
+4. compile the kernel objects, torch-free, in their own build directory shared by every torch
+   (``release.kernels``; skipped with ``--kernels ARCHIVE``), then build the binding against torch
+   and link it with those objects in the keyed build directory (``release.build_key``, created
+   only now), every option passed explicitly, with progress and a summary of each step;
 5. compare the wheel's build info with the options asked for (a mismatch names the option),
    then tag it with its local version label (``release.tagging``), in a staging folder;
 6. smoke-test the tagged wheel in a fresh venv (``release.smoke``);
@@ -23,13 +25,14 @@ Nothing is written to the output folder before step 7, so a failure leaves it as
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from . import build_key, builder, checksums, options, progress, smoke, tagging, toolchain
+from . import build_key, builder, checksums, compile_cache, kernels, options, progress, smoke, tagging, toolchain
 from .errors import ReleaseError, run_main
 
 
@@ -64,11 +67,23 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
     )
     bdir = build_key.build_dir(opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs)
     opts.build_root.mkdir(parents=True, exist_ok=True)
+    kernels_summary = None
+    if opts.kernels is None:
+        # Kernels first, torch-free, in a build folder every torch's wheel shares (release.kernels).
+        archive, kernels_summary = kernels.build(opts, tc)
+        print(f"release: kernels archive {archive}", flush=True)
+        opts = dataclasses.replace(opts, kernels=archive)
+    else:
+        print(f"release: linking the kernels archive {opts.kernels}; no kernel unit compiles", flush=True)
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=opts.build_root))
     try:
-        result = builder.run_build(
-            bdir, opts.cmake_defines(), staging / "raw", python=tc.python, verbose=opts.verbose, nvcc=tc.nvcc
-        )
+        with compile_cache.session(opts.cache) as cache:
+            result = builder.run_build(
+                bdir, opts.cmake_defines(), staging / "raw", python=tc.python, verbose=opts.verbose, nvcc=tc.nvcc
+            )
+            stats = cache.stats()
+        if stats:
+            result.summary["compile_cache"] = stats
         info = tagging.read_build_info(result.wheel)
         options.check_build_info(info, opts.expected_build_info(tc.cuda_version), opts.kernel_set, bdir)
         tagged = tagging.retag(result.wheel, staging / "tagged")
@@ -82,7 +97,9 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
         final, sidecar = publish(tagged, opts.out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    progress.render_summary(result.summary, title=f"flash_attn {opts.group} build summary ({bdir.name})")
+    if kernels_summary is not None:
+        progress.render_summary(kernels_summary, title=f"flash_attn {opts.group} kernels ({opts.kernels.parent.name})")
+    progress.render_summary(result.summary, title=f"flash_attn {opts.group} binding and link ({bdir.name})")
     print(f"release: wrote {final}\nrelease: wrote {sidecar}", flush=True)
     return final
 
@@ -97,7 +114,11 @@ def parser() -> argparse.ArgumentParser:
 def parse(argv: list[str], env=None) -> options.BuildOptions:
     """BuildOptions from the session's arguments. --arch-group may come twice (the session's own
     and the user's): they must agree, so `nox -s wheel_legacy` never silently builds another group."""
-    ns = parser().parse_args(argv)
+    return options_of(parser().parse_args(argv), env)
+
+
+def options_of(ns: argparse.Namespace, env=None) -> options.BuildOptions:
+    """BuildOptions from parsed arguments with one or more ``--arch-group`` (ns.groups); see parse."""
     groups = list(dict.fromkeys(ns.groups))
     sessions = "nox -s wheel_blackwell, nox -s wheel_legacy, or nox -s wheel_custom -- --cuda-archs 80,90"
     for g in groups:

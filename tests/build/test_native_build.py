@@ -1,17 +1,22 @@
-"""A real build of the smallest kernel set, checked from the outside (no GPU needed).
+"""A real build of a two-unit kernel set, sharded, gathered and linked, checked from the outside.
 
-Builds the ``ci`` kernel set (one forward unit) for sm_80 only through the wheel session's flow
-(``python -m release.wheels --arch-group custom --cuda-archs 80 --kernel-set ci --no-smoke``:
-scikit-build-core, CMake, Ninja) into the keyed folder under build/test-wheel (kept between
-runs, so a rerun is incremental and quick), then checks: the shared object exists and exports
-nothing but what loading needs, links no libpython (abi3), carries a valid build info,
-registers the operators of docs/operators.md when torch loads it, refuses CPU tensors with a
-clear error, that a second build compiles nothing (and its summary says 0 units), that the
-rebuilt wheel has the same bytes (reproducible), that the wheel ships this project's and
-upstream's license, and that bad options stop the configure with a message that says what to do.
+The release path on one machine (no GPU needed): the kernel set ``fwd_hdim64_fp16,
+fwd_hdim64_fp16_causal`` for sm_80 is compiled torch-free as 2 shards (``python -m release.kernels
+build --shard K/2``: one unit each), the shards are gathered into one kernels archive
+(``release.kernels gather``), and the wheel flow (``python -m release.wheels --kernels ARCHIVE``)
+compiles only the binding against torch, links, tags and smoke-tests the wheel. Everything lives
+under build/test-wheel (kept between runs, so a rerun is incremental and quick). Then it checks: the
+kernel objects reference no torch symbol; a shard configured with another key (another A-1
+threshold: a real CMake configure, whose key and fields replace a shard's) is refused by name, and
+so is a link against an archive of another key; the shared object exports nothing but what
+loading needs, links no libpython (abi3), carries a valid build info, registers the operators of
+docs/operators.md when torch loads it and refuses CPU tensors with a clear error; a second build
+compiles nothing (and its summary says 0 units) and gives the same wheel bytes (reproducible);
+the wheel ships this project's and upstream's license; bad options stop the configure with a
+message that says what to do.
 
-Cost: about 7-10 minutes on 2 cores the first time (one unit, 224 s measured for sm_80 there,
-plus the binding sources), about 30 s for each no-work rerun.
+Cost: about 12-15 minutes on 2 cores the first time (two units, ~4-5 minutes each there, plus
+the binding sources and the smoke test), under a minute for each no-work rerun.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_ROOT = ROOT / "build" / "test-wheel"
-FLOW = ["--arch-group", "custom", "--cuda-archs", "80", "--kernel-set", "ci", "--no-smoke",
-        "--build-root", str(BUILD_ROOT)]  # fmt: skip
+UNITS = ["fwd_hdim64_fp16", "fwd_hdim64_fp16_causal"]
+COMMON = ["--arch-group", "custom", "--cuda-archs", "80", "--kernel-set", ",".join(UNITS),
+          "--build-root", str(BUILD_ROOT)]  # fmt: skip
 
 pytestmark = pytest.mark.build
 
@@ -50,27 +56,55 @@ def _configure(build: Path, *defines: str, env: dict | None = None) -> subproces
     return subprocess.run(args, capture_output=True, text=True, env=None if env is None else {**os.environ, **env})
 
 
-def wheel_flow(out: Path) -> tuple[subprocess.CompletedProcess, Path]:
-    """Run the wheel session's flow into `out`; returns (process, the one wheel written)."""
+def release(module: str, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
+    """Run ``python -m release.<module> ARGS`` as the sessions do; with ok, assert it succeeded."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     env.pop("FLASH_ATTN_ARCH_GROUP", None)
-    proc = subprocess.run([sys.executable, "-m", "release.wheels", *FLOW, "--out", str(out)], capture_output=True,
-                          text=True, env=env, cwd=ROOT)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    proc = subprocess.run([sys.executable, "-m", f"release.{module}", *args], capture_output=True, text=True,
+                          env=env, cwd=ROOT)  # fmt: skip
+    if ok:
+        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    return proc
+
+
+def build_shard(index: int, out: Path) -> subprocess.CompletedProcess:
+    return release("kernels", "build", *COMMON, "--shard", f"{index}/2", "--out", str(out))
+
+
+def wheel_flow(out: Path, kernels: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """Link the gathered kernels into a wheel in `out` (smoke-tested); returns (process, the wheel)."""
+    proc = release("wheels", *COMMON, "--kernels", str(kernels), "--out", str(out))
     (wheel,) = sorted(out.glob("*.whl"))
     return proc, wheel
 
 
 @pytest.fixture(scope="module")
-def flow(tmp_path_factory) -> tuple[Path, Path]:
-    """(keyed build folder, published wheel) of one wheel-flow build."""
+def shards(tmp_path_factory) -> list[Path]:
+    """The two shard archives (one unit each; the dispatch in shard 1)."""
     if shutil.which("nvcc") is None and not os.environ.get("CUDACXX"):
         pytest.skip("no nvcc on PATH: the build tests need the CUDA toolkit")
     pytest.importorskip("torch")
     pytest.importorskip("scikit_build_core")  # the build requirements (nox -s tests installs them)
     _cmake()
-    _, wheel = wheel_flow(tmp_path_factory.mktemp("wheelhouse"))
-    (build,) = [p for p in BUILD_ROOT.iterdir() if p.name.startswith("custom_sm80-ci-")]
+    out = tmp_path_factory.mktemp("shards")
+    for index in (1, 2):
+        build_shard(index, out)
+    return sorted(out.glob("kernels-*-shard*of2"))
+
+
+@pytest.fixture(scope="module")
+def gathered(shards, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("kernels")
+    release("kernels", "gather", *map(str, shards), "--out", str(out))
+    (archive,) = out.glob("kernels-*")
+    return archive
+
+
+@pytest.fixture(scope="module")
+def flow(gathered, tmp_path_factory) -> tuple[Path, Path]:
+    """(keyed build folder of the binding, published wheel) of one wheel-flow link."""
+    _, wheel = wheel_flow(tmp_path_factory.mktemp("wheelhouse"), gathered)
+    (build,) = [p for p in BUILD_ROOT.iterdir() if p.name.startswith("custom_sm80-list-")]
     return build, wheel
 
 
@@ -83,7 +117,7 @@ STALE = {"FLASH_ATTN_APPLY_DELTAS": "OFF", "FLASH_ATTN_RESCALE_THRESHOLD": "0", 
          "FLASH_ATTN_FATBIN_COMPRESSION": "none", "FLASH_ATTN_SDIST": "/nonexistent/old.tar.gz"}  # fmt: skip
 
 
-def test_rerun_compiles_nothing_and_gives_the_same_bytes(flow, tmp_path: Path):
+def test_rerun_compiles_nothing_and_gives_the_same_bytes(flow, gathered, tmp_path: Path):
     build, wheel = flow
     # Values an earlier command left in the cache (issue 11: --apply-deltas OFF then shipped with the
     # plain command). The rerun passes every option, so they must not survive it.
@@ -93,7 +127,7 @@ def test_rerun_compiles_nothing_and_gives_the_same_bytes(flow, tmp_path: Path):
         text, n = re.subn(rf"^{name}:(\w+)=.*$", rf"{name}:\g<1>={value}", text, flags=re.MULTILINE)
         assert n == 1, name
     cache.write_text(text)
-    proc, again = wheel_flow(tmp_path / "again")
+    proc, again = wheel_flow(tmp_path / "again", gathered)
     cache = cache.read_text()
     assert "FLASH_ATTN_APPLY_DELTAS:STRING=ON" in cache and "FLASH_ATTN_SDIST:STRING=\n" in cache
     summary = json.loads((build / "flash_attn_build_summary.json").read_text())
@@ -103,6 +137,63 @@ def test_rerun_compiles_nothing_and_gives_the_same_bytes(flow, tmp_path: Path):
     assert hashlib.sha256(again.read_bytes()).hexdigest() == hashlib.sha256(wheel.read_bytes()).hexdigest(), (
         "an unchanged rebuild must give the same wheel bytes (SOURCE_DATE_EPOCH, release/tagging.py)"
     )
+
+
+def test_a_shard_rebuilt_with_nothing_changed_compiles_nothing(shards, tmp_path: Path):
+    proc = build_shard(2, tmp_path)
+    (kdir,) = [p for p in BUILD_ROOT.iterdir() if p.name.startswith("kernels-custom_sm80-") and "shard2of2" in p.name]
+    summary = json.loads((kdir / "flash_attn_build_summary.json").read_text())
+    assert summary["units_compiled"] == 0, summary
+    (again,) = tmp_path.glob("kernels-*-shard2of2")
+    assert json.loads((again / "kernels-manifest.json").read_text())["objects"] == json.loads(
+        (shards[1] / "kernels-manifest.json").read_text()
+    )["objects"], "same key, same objects (sha256)"
+
+
+def test_shards_split_the_set_and_the_kernel_objects_reference_no_torch(shards, gathered):
+    units = [json.loads((s / "kernels-manifest.json").read_text())["kernels"]["shard"]["units"] for s in shards]
+    assert sorted(u for shard in units for u in shard) == UNITS and all(len(u) == 1 for u in units)
+    manifest = json.loads((gathered / "kernels-manifest.json").read_text())
+    assert sorted(o["unit"] for o in manifest["objects"]) == sorted(UNITS + ["dispatch"])
+    for obj in manifest["objects"]:
+        nm = subprocess.run(["nm", "-C", "--undefined-only", str(gathered / obj["file"])], capture_output=True,
+                            text=True, check=True)  # fmt: skip
+        torch_refs = [line for line in nm.stdout.splitlines() if re.search(r"\b(c10|at|torch|caffe2)::", line)]
+        assert not torch_refs, f"{obj['file']} references torch: {torch_refs[:5]}"
+        assert "flash_attn_wheels::raise_" in nm.stdout or obj["unit"] != "dispatch", nm.stdout[-2000:]
+
+
+def _configure_other_threshold(tmp_path: Path) -> dict:
+    """The kernels export (key and fields) of a real configure of shard 2/2 with A-1 threshold 4.0."""
+    result = _configure(tmp_path / "t4", "-DCMAKE_BUILD_TYPE=Release", "-DFLASH_ATTN_KERNELS_ONLY=ON",
+                        "-DFLASH_ATTN_ARCH_GROUP=custom", "-DFLASH_ATTN_CUDA_ARCHS=80",
+                        f"-DFLASH_ATTN_KERNEL_SET={','.join(UNITS)}", "-DFLASH_ATTN_SHARD=2/2",
+                        "-DFLASH_ATTN_RESCALE_THRESHOLD=4.0")  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads((tmp_path / "t4" / "kernels_export.json").read_text())
+
+
+def test_a_shard_of_another_key_is_refused_by_name(shards, tmp_path: Path):
+    export = _configure_other_threshold(tmp_path)
+    other = tmp_path / "other" / shards[1].name.replace(shards[1].name.split("-")[-2], export["key"][:12])
+    shutil.copytree(shards[1], other)
+    manifest = json.loads((other / "kernels-manifest.json").read_text())
+    assert export["key"] != manifest["key"]
+    manifest.update(key=export["key"], fields=export["fields"])
+    (other / "kernels-manifest.json").write_text(json.dumps(manifest))
+    proc = release("kernels", "gather", str(shards[0]), str(other), "--out", str(tmp_path / "out"), ok=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert str(other) in proc.stderr and "another key" in proc.stderr, proc.stderr
+    assert "definitions" in proc.stderr and "FLASH_ATTN_RESCALE_THRESHOLD=4.0" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_linking_an_archive_of_another_key_is_refused_before_compiling(gathered, tmp_path: Path):
+    proc = release("wheels", *COMMON[:-1], str(tmp_path / "b"), "--kernels", str(gathered), "--rescale-threshold",
+                   "4.0", "--no-smoke", "--out", str(tmp_path / "w"), ok=False)  # fmt: skip
+    text = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 2 and "another build key" in text and "definitions" in text, text[-3000:]
+    assert "Building CXX" not in text and not (tmp_path / "w").exists()
 
 
 def test_wheel_ships_both_licenses_and_asked_build_info(flow):
@@ -127,8 +218,8 @@ def test_shared_object_and_build_info(built: Path):
     assert so.is_file()
     info = json.loads((built / "build_info_custom.json").read_text())
     assert info["group"] == "custom" and info["archs"] == [80] and info["ptx_arch"] == 80
-    assert info["kernel_set"] == "ci"
-    assert info["kernels"] == [{"kind": "fwd", "dtype": "fp16", "head_dim": 64, "causal": False}]
+    assert info["kernel_set"] == "custom" and re.fullmatch(r"[0-9a-f]{64}", info["kernels_key"])
+    assert info["kernels"] == [{"kind": "fwd", "dtype": "fp16", "head_dim": 64, "causal": c} for c in (False, True)]
     assert info["upstream"]["version"] == "2.8.3.post2"
     # the project tables the runtime needs, from build-manifest.json
     assert info["head_dims"] == [32, 64, 96, 128, 192, 256] and info["min_arch"] == 80
@@ -162,7 +253,7 @@ for name in ["fwd", "varlen_fwd", "bwd", "varlen_bwd", "fwd_kvcache", "build_inf
     norm = lambda s: re.sub(r"\\s+", " ", s).replace("SymInt", "int")
     assert norm(schema) == norm(documented), (schema, documented)
 info = json.loads(torch.ops.flash_attn.build_info())
-assert info["kernel_set"] == "ci", info
+assert info["kernel_set"] == "custom", info
 q = torch.randn(1, 8, 2, 64, dtype=torch.float16)
 try:
     torch.ops.flash_attn.fwd(q, q, q, None, 0.0, 0.125, False, -1, -1, 0.0, False, None)

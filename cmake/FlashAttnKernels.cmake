@@ -1,0 +1,219 @@
+# FlashAttnKernels.cmake: the torch-free kernel library of an arch group, its build key, and the
+# kernels archives that carry its objects between machines (docs/release.md, "Kernels archives").
+#
+# The instantiation units and the dispatch compile without torch (src/kernels/torch_free stands in
+# for the three torch headers upstream's kernel code includes), so their objects depend only on
+# what the build key lists. A build either compiles them (target flash_attn_kernels_<group>,
+# optionally only one shard of the kernel set) or imports them from a kernels archive written by
+# an earlier build of the same key (FLASH_ATTN_KERNELS), and then compiles only the binding.
+#
+# A kernels archive is a folder: the object files (dispatch and units, by unit name) and
+# kernels-manifest.json, written by release.kernels from what flash_attn_export_kernels records:
+#   {"format": 1, "key": <sha256>, "fields": {<what the key covers>}, "units": [<every unit of the
+#    set>], "shard": null | {"index", "count", "units"}, "objects": [{"file", "unit", "sha256"}],
+#    "toolchain": {...}}
+
+# flash_attn_kernel_key(OUT_KEY <var> OUT_FIELDS <var> FIELDS <name> <value> [<name> <value>...])
+#   The build key of the kernel objects: the SHA-256 of a JSON object of the given fields (sorted
+#   by name). Callers pass everything that enters a kernel object and nothing else: nvcc and host
+#   compiler versions, every CUDA flag and definition, the gencode targets, the kernel set, the
+#   upstream tree's identity (sdist hash or tree hashes, and the delta code), the generator and
+#   torch-free headers. Never torch. OUT_FIELDS is the JSON object, recorded in the archive so a
+#   mismatch can name the field. Errors: FATAL_ERROR for an odd number of FIELDS entries.
+function(flash_attn_kernel_key)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "OUT_KEY;OUT_FIELDS" "FIELDS")
+  list(LENGTH arg_FIELDS n)
+  math(EXPR odd "${n} % 2")
+  if(odd)
+    message(FATAL_ERROR "flash_attn_kernel_key: FIELDS needs <name> <value> pairs, got ${n} entries")
+  endif()
+  set(pairs "")
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE 0 ${last} 2)
+    math(EXPR j "${i} + 1")
+    list(GET arg_FIELDS ${i} name)
+    list(GET arg_FIELDS ${j} value)
+    list(APPEND pairs "${name}")
+    set(value_${name} "${value}")
+  endforeach()
+  list(SORT pairs)
+  set(json "{}")
+  set(canonical "")
+  foreach(name IN LISTS pairs)
+    string(REPLACE "\\" "\\\\" escaped "${value_${name}}")
+    string(REPLACE "\"" "\\\"" escaped "${escaped}")
+    string(JSON json SET "${json}" "${name}" "\"${escaped}\"")
+    string(APPEND canonical "${name}=${value_${name}}\n")
+  endforeach()
+  # The key hashes "name=value" lines, not CMake's JSON rendering, so another CMake version
+  # computes the same key for the same inputs.
+  string(SHA256 key "${canonical}")
+  set(${arg_OUT_KEY} "${key}" PARENT_SCOPE)
+  set(${arg_OUT_FIELDS} "${json}" PARENT_SCOPE)
+endfunction()
+
+# flash_attn_export_kernels(TARGET <object library> KEY <key> FIELDS <json> KERNELS_JSON <file>
+#                           OUT <json file>)
+#   Writes <json file> at generate time: the key, its fields, the kernels.json of the generator
+#   (the set's units, the shard) and the object paths of TARGET ($<TARGET_OBJECTS>), for
+#   release.kernels to pack into an archive after the build.
+function(flash_attn_export_kernels)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "TARGET;KEY;FIELDS;KERNELS_JSON;OUT" "")
+  file(READ "${arg_KERNELS_JSON}" kernels)
+  set(record "{}")
+  string(JSON record SET "${record}" format 1)
+  string(JSON record SET "${record}" key "\"${arg_KEY}\"")
+  string(JSON record SET "${record}" fields "${arg_FIELDS}")
+  string(JSON record SET "${record}" kernels "${kernels}")
+  string(JSON record SET "${record}" objects "[\"@OBJECTS@\"]")
+  string(REPLACE "\"@OBJECTS@\"" "\"$<JOIN:$<TARGET_OBJECTS:${arg_TARGET}>,\"$<COMMA>\">\"" record "${record}")
+  file(GENERATE OUTPUT "${arg_OUT}" CONTENT "${record}\n")
+endfunction()
+
+# flash_attn_import_kernels(TARGET <name> ARCHIVE <folder> KEY <key> FIELDS <json> UNITS <names...>)
+#   Makes <name> an IMPORTED OBJECT library of the objects in the kernels archive <folder>, after
+#   checking, before anything compiles, that the archive was built for exactly this build:
+#     - <folder>/kernels-manifest.json exists and is a format-1 manifest;
+#     - its key equals KEY (else FATAL_ERROR naming each field that differs, old and new value);
+#     - it is a whole set, not one shard (gather the shards first: nox -s kernels_gather);
+#     - its units are UNITS (the kernel set asked for);
+#     - every object is there with the SHA-256 the manifest records.
+function(flash_attn_import_kernels)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "TARGET;ARCHIVE;KEY;FIELDS" "UNITS")
+  set(manifest_file "${arg_ARCHIVE}/kernels-manifest.json")
+  set(what "flash_attn: the kernels archive FLASH_ATTN_KERNELS=${arg_ARCHIVE}")
+  if(NOT EXISTS "${manifest_file}")
+    message(FATAL_ERROR "${what} has no kernels-manifest.json. Pass the folder that nox -s kernels_<group> or "
+                        "nox -s kernels_gather wrote, or leave FLASH_ATTN_KERNELS empty to compile the kernels.")
+  endif()
+  file(READ "${manifest_file}" manifest)
+  string(JSON format ERROR_VARIABLE bad GET "${manifest}" format)
+  if(bad OR NOT format EQUAL 1)
+    message(FATAL_ERROR "${what}: kernels-manifest.json is not a format-1 kernels manifest (${bad}).")
+  endif()
+  string(JSON key GET "${manifest}" key)
+  if(NOT key STREQUAL arg_KEY)
+    set(diff "")
+    string(JSON theirs GET "${manifest}" fields)
+    string(JSON count LENGTH "${arg_FIELDS}")
+    math(EXPR last "${count} - 1")
+    foreach(i RANGE ${last})
+      string(JSON name MEMBER "${arg_FIELDS}" ${i})
+      string(JSON ours GET "${arg_FIELDS}" "${name}")
+      string(JSON other ERROR_VARIABLE missing GET "${theirs}" "${name}")
+      if(missing)
+        set(other "(not recorded)")
+      endif()
+      if(NOT ours STREQUAL other)
+        string(APPEND diff "\n  ${name}: archive '${other}', this build '${ours}'")
+      endif()
+    endforeach()
+    message(FATAL_ERROR "${what} was built with another build key (${key}, this build ${arg_KEY}):${diff}\n"
+                        "Build the kernels with the same options and toolchain, or leave FLASH_ATTN_KERNELS empty "
+                        "to compile them here.")
+  endif()
+  string(JSON shard GET "${manifest}" kernels shard)
+  if(NOT shard STREQUAL "")
+    string(JSON index GET "${shard}" index)
+    string(JSON count GET "${shard}" count)
+    message(FATAL_ERROR "${what} is shard ${index}/${count} only. Gather all ${count} shards first: "
+                        "nox -s kernels_gather -- <shard folders...>")
+  endif()
+  string(JSON objects_count LENGTH "${manifest}" objects)
+  set(objects "")
+  set(have_units "")
+  math(EXPR last "${objects_count} - 1")
+  foreach(i RANGE ${last})
+    string(JSON file GET "${manifest}" objects ${i} file)
+    string(JSON unit GET "${manifest}" objects ${i} unit)
+    string(JSON want GET "${manifest}" objects ${i} sha256)
+    set(path "${arg_ARCHIVE}/${file}")
+    if(NOT EXISTS "${path}")
+      message(FATAL_ERROR "${what} lacks ${file} (unit ${unit}); the archive is incomplete. Copy it again or "
+                          "rebuild it (nox -s kernels_<group>).")
+    endif()
+    file(SHA256 "${path}" got)
+    if(NOT got STREQUAL want)
+      message(FATAL_ERROR "${what}: ${file} (unit ${unit}) has sha256 ${got}, the manifest says ${want}; the file "
+                          "is damaged. Copy the archive again or rebuild it.")
+    endif()
+    list(APPEND objects "${path}")
+    list(APPEND have_units "${unit}")
+  endforeach()
+  list(REMOVE_DUPLICATES have_units)
+  list(REMOVE_ITEM have_units dispatch)
+  list(SORT have_units)
+  set(want_units ${arg_UNITS})
+  list(SORT want_units)
+  if(NOT have_units STREQUAL want_units)
+    message(FATAL_ERROR "${what} holds the units ${have_units}, but this build's kernel set has ${want_units}. "
+                        "Pass the archive of this kernel set (FLASH_ATTN_KERNEL_SET) or leave FLASH_ATTN_KERNELS "
+                        "empty.")
+  endif()
+  add_library(${arg_TARGET} OBJECT IMPORTED GLOBAL)
+  set_target_properties(${arg_TARGET} PROPERTIES IMPORTED_OBJECTS "${objects}")
+  list(LENGTH objects n)
+  message(STATUS "flash_attn: kernels from ${arg_ARCHIVE}: ${n} objects, key ${arg_KEY}; no kernel unit compiles")
+endfunction()
+
+# flash_attn_kernel_key_of_this_build(KERNELS_JSON <kernels.json path> CUDA_FLAGS <flags...>
+#     STANDARD <n> DEFINITIONS <defs...> CUDA_ARCHITECTURES <list> OUT_KEY <var> OUT_FIELDS <var>
+#     OUT_UNITS <var>)
+#   The key of this configuration's kernel objects (flash_attn_kernel_key over the fields below)
+#   and the unit names of its kernel set (all of them, also in a shard build). Fields: the system,
+#   nvcc and host compiler (id, version, CMAKE_CUDA_HOST_COMPILER), every CUDA flag (CMAKE_CUDA_FLAGS
+#   and those of the build type, the kernel flags, the fatbin compression), the C++ standard,
+#   the definitions (A-1 threshold, A-2, the namespace), the gencode targets, the kernel set and
+#   its units, the staged upstream tree's stamp (sdist sha256 or a local tree's file hashes, with
+#   the delta code and FLASH_ATTN_APPLY_DELTAS), the CUTLASS folder when one is given, and the
+#   SHA-256 of the unit generator, dispatch.h and the torch-free headers.
+function(flash_attn_kernel_key_of_this_build)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "KERNELS_JSON;STANDARD;CUDA_ARCHITECTURES;OUT_KEY;OUT_FIELDS;OUT_UNITS"
+                        "CUDA_FLAGS;DEFINITIONS")
+  file(READ "${arg_KERNELS_JSON}" kernels)
+  string(JSON set_name GET "${kernels}" kernel_set)
+  string(JSON n LENGTH "${kernels}" kernels)
+  set(units "")
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE ${last})
+    string(JSON kind GET "${kernels}" kernels ${i} kind)
+    string(JSON dtype GET "${kernels}" kernels ${i} dtype)
+    string(JSON d GET "${kernels}" kernels ${i} head_dim)
+    string(JSON causal GET "${kernels}" kernels ${i} causal)
+    set(name "${kind}_hdim${d}_${dtype}")
+    if(causal)
+      string(APPEND name "_causal")
+    endif()
+    list(APPEND units "${name}")
+  endforeach()
+  list(SORT units)
+  string(TOUPPER "${CMAKE_BUILD_TYPE}" config)
+  set(inputs "")
+  file(GLOB_RECURSE shim_files LIST_DIRECTORIES false "${PROJECT_SOURCE_DIR}/src/kernels/torch_free/*")
+  list(SORT shim_files)
+  foreach(f "${PROJECT_SOURCE_DIR}/src/kernels/generate_units.py" "${PROJECT_SOURCE_DIR}/src/kernels/dispatch.h"
+          ${shim_files})
+    file(SHA256 "${f}" h)
+    file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${f}")
+    list(APPEND inputs "${rel}=${h}")
+  endforeach()
+  string(REPLACE ";" "," units_text "${units}")
+  flash_attn_kernel_key(OUT_KEY key OUT_FIELDS fields FIELDS
+    format 1
+    system "${CMAKE_SYSTEM_NAME} ${CMAKE_SYSTEM_PROCESSOR}"
+    cuda_compiler "${CMAKE_CUDA_COMPILER_ID} ${CMAKE_CUDA_COMPILER_VERSION}"
+    host_compiler "${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} ${CMAKE_CUDA_HOST_COMPILER}"
+    cuda_flags "${CMAKE_CUDA_FLAGS} ${CMAKE_CUDA_FLAGS_${config}} ${arg_CUDA_FLAGS} ${FLASH_ATTN_FATBIN_FLAGS}"
+    cxx_standard "${arg_STANDARD}"
+    definitions "${arg_DEFINITIONS}"
+    cuda_architectures "${arg_CUDA_ARCHITECTURES}"
+    kernel_set "${set_name}"
+    units "${units_text}"
+    upstream "${FLASH_ATTN_UPSTREAM_STAMP_VALUE}"
+    cutlass_dir "${FLASH_ATTN_CUTLASS_DIR}"
+    sources "${inputs}")
+  message(STATUS "flash_attn: kernel objects' build key ${key} (torch is not part of it)")
+  set(${arg_OUT_KEY} "${key}" PARENT_SCOPE)
+  set(${arg_OUT_FIELDS} "${fields}" PARENT_SCOPE)
+  set(${arg_OUT_UNITS} "${units}" PARENT_SCOPE)
+endfunction()

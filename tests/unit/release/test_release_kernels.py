@@ -1,0 +1,105 @@
+"""Kernels archives (release.kernels): packing a kernels-only build and gathering shards.
+
+The archives here are made from small files standing in for objects; the real sharded build is
+tests/build/test_sharded_build.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from release import checksums, kernels
+from release.errors import ReleaseError
+
+SET = ["fwd_hdim64_fp16", "fwd_hdim64_fp16_causal", "bwd_hdim64_fp16"]
+FIELDS = {"definitions": "FLASH_NAMESPACE=flash;FLASH_ATTN_RESCALE_THRESHOLD=8.0f", "format": "1"}
+
+
+def _record(units, shard):
+    kernels_list = []
+    for name in units:
+        kind, rest = name.split("_hdim")
+        d, dtype, *causal = rest.split("_")
+        kernels_list.append({"kind": kind, "dtype": dtype, "head_dim": int(d), "causal": bool(causal)})
+    return {"kernel_set": "custom", "kernels": kernels_list, "shard": shard}
+
+
+def make_shard(root: Path, index: int, count: int, units: list[str], key: str = "k" * 64, fields=None) -> Path:
+    """A shard archive holding `units` (plus the dispatch in shard 1) as small fake objects."""
+    folder = root / f"kernels-custom_sm80-list-{key[:12]}-shard{index}of{count}"
+    (folder / "objects").mkdir(parents=True)
+    objects = []
+    for unit in units + (["dispatch"] if index == 1 else []):
+        f = folder / "objects" / f"{unit}.o"
+        f.write_bytes(f"object of {unit} {key}".encode())
+        objects.append({"file": f"objects/{unit}.o", "unit": unit, "sha256": checksums.sha256_file(f)})
+    manifest = {"format": 1, "key": key, "fields": fields or FIELDS, "objects": objects,
+                "kernels": _record(SET, {"index": index, "count": count, "units": units})}  # fmt: skip
+    (folder / kernels.MANIFEST_NAME).write_text(json.dumps(manifest))
+    return folder
+
+
+def two_shards(tmp_path: Path) -> list[Path]:
+    return [make_shard(tmp_path, 1, 2, SET[:1]), make_shard(tmp_path, 2, 2, SET[1:])]
+
+
+def test_gather_merges_shards_into_one_whole_set_archive(tmp_path: Path):
+    out = kernels.gather(two_shards(tmp_path), tmp_path / "out")
+    archive = kernels.load(out)
+    assert archive.shard is None and out.name == "kernels-custom_sm80-list-kkkkkkkkkkkk"
+    assert sorted(archive.object_units) == sorted(SET + ["dispatch"])
+    kernels.verify_objects(archive)  # every object copied with its sha256
+    assert archive.manifest["gathered_from"] == [p.name for p in two_shards(tmp_path / "again")]
+
+
+def test_a_shard_with_another_key_is_refused_by_name_with_the_differing_field(tmp_path: Path):
+    good = make_shard(tmp_path, 1, 2, SET[:1])
+    fields = {**FIELDS, "definitions": "FLASH_NAMESPACE=flash;FLASH_ATTN_RESCALE_THRESHOLD=4.0f"}
+    other = make_shard(tmp_path / "t4", 2, 2, SET[1:], key="e" * 64, fields=fields)
+    with pytest.raises(ReleaseError) as e:
+        kernels.gather([good, other], tmp_path / "out")
+    assert str(other) in str(e.value) and "another key" in str(e.value)
+    assert "definitions" in str(e.value) and "THRESHOLD=4.0f" in str(e.value)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("shards", "message"),
+    [
+        (lambda t: [make_shard(t, 1, 2, SET[:1])], "shard(s) 2/2 missing"),
+        (lambda t: [make_shard(t, 1, 2, SET[:1]), make_shard(t / "b", 1, 2, SET[:1])], "given twice"),
+        (lambda t: [make_shard(t, 1, 2, SET[:2]), make_shard(t, 2, 2, SET[1:])], "is in two shards"),
+        (lambda t: [make_shard(t, 1, 2, SET[:1]), make_shard(t, 2, 2, SET[1:2])], "missing bwd_hdim64_fp16"),
+        (lambda t: [make_shard(t, 1, 2, SET[:1]), make_shard(t, 2, 3, SET[1:])], "one split"),
+    ],
+)
+def test_incomplete_or_overlapping_shards_are_named(tmp_path: Path, shards, message):
+    with pytest.raises(ReleaseError) as e:
+        kernels.gather(shards(tmp_path), tmp_path / "out")
+    assert message in str(e.value), str(e.value)
+
+
+def test_a_damaged_object_is_named(tmp_path: Path):
+    shards = two_shards(tmp_path)
+    (shards[1] / "objects" / "bwd_hdim64_fp16.o").write_bytes(b"truncated")
+    with pytest.raises(ReleaseError, match="bwd_hdim64_fp16.*damaged"):
+        kernels.gather(shards, tmp_path / "out")
+
+
+def test_not_an_archive_and_a_whole_set_are_refused(tmp_path: Path):
+    with pytest.raises(ReleaseError, match="no kernels-manifest.json|does not exist"):
+        kernels.gather([tmp_path], tmp_path / "out")
+    whole = kernels.gather(two_shards(tmp_path), tmp_path / "out")
+    with pytest.raises(ReleaseError, match="whole-set archive"):
+        kernels.gather([whole], tmp_path / "out2")
+
+
+def test_object_names_map_to_units():
+    assert kernels.object_unit("CMakeFiles/x.dir/kernels/units/fwd_hdim64_fp16.cu.o") == (
+        "fwd_hdim64_fp16", "fwd_hdim64_fp16.o")  # fmt: skip
+    assert kernels.object_unit("CMakeFiles/x.dir/kernels/units/fwd_split_hdim64_bf16_align.cu.obj") == (
+        "fwd_split_hdim64_bf16", "fwd_split_hdim64_bf16_align.obj")  # fmt: skip
+    assert kernels.object_unit("CMakeFiles/x.dir/kernels/dispatch.cu.o") == ("dispatch", "dispatch.o")
