@@ -145,8 +145,14 @@ def release_(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def matrix(session: nox.Session) -> None:
-    """Print the release build matrix as GitHub Actions JSON (-- --os windows-2022 --group legacy)."""
+    """Print a release job list as GitHub Actions JSON (-- [--stage link|shards|gather] --os windows-2022)."""
     session.run(sys.executable, "-m", "release.matrix", *session.posargs, env=ENV)  # stdlib only: no venv
+
+
+@nox.session(venv_backend="none")
+def release_plan(session: nox.Session) -> None:
+    """Predicted minutes of every release job, shard counts, CPU-hours (-- [--json] [--runner-cores 4])."""
+    session.run(sys.executable, "-m", "release.plan", *session.posargs, env=ENV)  # stdlib only: no venv
 
 
 @nox.session(venv_backend="none")

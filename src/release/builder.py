@@ -5,7 +5,8 @@ scikit-build-core gets ``-C build-dir=<keyed dir>`` and every CMake option as
 ``<build dir>/flash_attn_build.log``; on the console the configure decisions
 (``-- flash_attn: ...``), errors, and one progress line per finished Ninja edge (units done /
 total, ETA), or a rich progress bar on a terminal. ``--verbose`` shows every line.
-At the end a summary table is printed and written to ``<build dir>/flash_attn_build_summary.json``.
+At the end a summary table is printed and written to ``<build dir>/flash_attn_build_summary.json``,
+and the compile timeline to ``<build dir>/flash_attn_build_trace.json`` (progress.write_trace).
 """
 
 from __future__ import annotations
@@ -189,6 +190,8 @@ def run_build(
     entries = progress.read_ninja_log(build_dir / ".ninja_log", log_before)
     s = progress.summary(entries, wall, progress.peak_child_rss_bytes(), library_sizes(wheels[0], nvcc))
     checksums.atomic_write_text(build_dir / SUMMARY_NAME, json.dumps(s, indent=1) + "\n")
+    # The compile timeline beside the log, from the same .ninja_log entries (Perfetto, chrome://tracing).
+    progress.write_trace(build_dir, entries)
     return BuildResult(wheel=wheels[0], summary=s, log=build_dir / LOG_NAME)
 
 

@@ -1,12 +1,21 @@
 """The release build matrix: every supported (OS, arch group, CUDA toolkit, torch) combination.
 
-This module turns the manifest's ``release_matrix`` (build-manifest.json) into the list of
-release builds. ``nox -s matrix`` prints it as the JSON a GitHub Actions ``strategy.matrix``
-reads (``{"include": [...]}``, one object per wheel); ``.github/workflows/release.yml`` feeds
-that to its build jobs with ``fromJSON``.
+This module turns the manifest's ``release_matrix`` (build-manifest.json) into the job lists of
+the release workflow. ``nox -s matrix`` prints one as the JSON a GitHub Actions
+``strategy.matrix`` reads (``{"include": [...]}``); ``.github/workflows/release.yml`` feeds each
+to its jobs with ``fromJSON``. ``--stage`` picks the list:
 
-``python -m release.matrix [--os OS] [--group G] [--cuda X.Y] [--torch V] [--kernel-set S]
-[--runner OS=LABEL] [--output FILE] [--format json|table]``
+- ``link`` (the default): one entry per wheel, (OS, group, CUDA, torch): the link-and-package job
+  that builds the binding against the gathered kernels of its (OS, CUDA, group), tags, smoke-tests
+  and checksums the wheel. Its ``wheel`` fields are what SHA256SUMS must cover (release.gates).
+- ``shards``: one entry per (OS, CUDA, group) and shard ``K/N``: the torch-free job that compiles
+  that slice of the kernel set (``nox -s kernels_<group> -- --shard K/N``); N is the shard count
+  of release.plan (every shard job predicted within the job limit on a hosted runner).
+- ``gather``: one entry per (OS, CUDA, group): the job that checks its N shard archives and writes
+  the kernels archive the link jobs download (``nox -s kernels_gather``).
+
+``python -m release.matrix [--stage link|shards|gather] [--os OS] [--group G] [--cuda X.Y]
+[--torch V] [--kernel-set S] [--runner OS=LABEL] [--output FILE] [--format json|table]``
 
 Filters take one value, a comma-separated list, or may be repeated; an empty value means "all"
 (so a workflow can pass its optional inputs through unchanged). ``--torch 2.14`` matches every
@@ -71,6 +80,7 @@ CUDA: dict[str, str] = dict(_MATRIX["cuda"])
 # torch release -> CUDA builds of it that this project releases wheels for (manifest: torch_source).
 TORCH: dict[str, tuple[str, ...]] = {torch: tuple(cudas) for torch, cudas in _MATRIX["torch"].items()}
 KERNEL_SETS = tuple(_MANIFEST["kernels"]["sets"])
+STAGES = ("link", "shards", "gather")  # the release workflow's job lists, in the order they run
 
 
 class MatrixError(ValueError):
@@ -90,6 +100,12 @@ def local_label(cuda: str, torch: str, cxx11_abi: bool, group: str, kernel_set: 
 def wheel_name(version: str, label: str, platform_tag: str) -> str:
     """flash_attn-<version>+<label>-cp310-abi3-<platform>.whl (version without its own label)."""
     return f"flash_attn-{version.split('+')[0]}+{label}-{WHEEL_PYTHON_TAG}-{platform_tag}.whl"
+
+
+def kernels_build(os_name: str, cuda: str, group: str) -> str:
+    """Name of the kernels build of one (OS, CUDA, group), e.g. legacy-cu130-linux: every torch of that
+    CUDA links against it; shard, gather and artifact names start with it."""
+    return f"{group}-{cu_tag(cuda)}-{OSES[os_name].short}"
 
 
 def combinations() -> list[tuple[str, str, str, str]]:
@@ -140,7 +156,66 @@ def entry(
         "manylinux": info.manylinux,
         "label": label,
         "wheel": wheel_name(version, label, info.platform_tag),
+        "kernels_artifact": f"kernels-{kernels_build(os_name, cuda, group)}",
     }
+
+
+def _kernels_common(link: dict) -> dict:
+    """The fields a shard or gather entry shares with the link entries of its (OS, CUDA, group)."""
+    keys = ("os", "runner", "group", "archs", "ptx_arch", "cuda", "cuda_full", "cu", "python", "kernel_set")
+    return {k: link[k] for k in keys} | {
+        "container": link["container"],
+        "build": kernels_build(link["os"], link["cuda"], link["group"]),
+    }
+
+
+def shard_entries(links: list[dict]) -> list[dict]:
+    """The shard jobs of the (OS, CUDA, group) of `links`: N per build (release.plan.shard_count)."""
+    from . import plan  # plan reads this module's tables
+
+    out = []
+    for link in {kernels_build(e["os"], e["cuda"], e["group"]): e for e in links}.values():
+        common = _kernels_common(link)
+        n = plan.shard_count(link["os"], link["group"], link["kernel_set"])
+        for k in range(1, n + 1):
+            session = f"kernels_{link['group']}"
+            args = ["--kernel-set", link["kernel_set"], "--shard", f"{k}/{n}", "--cache", "sccache"]
+            out.append(
+                {"name": f"kernels-{common['build']}-{k}of{n}"}
+                | common
+                | {
+                    "shard": f"{k}/{n}",
+                    "shards": n,
+                    "session": session,
+                    "args": args,
+                    "command": " ".join(["nox", "-s", session, "--", *args]),
+                    "artifact": f"kernels-{common['build']}-shard{k}of{n}",
+                }
+            )
+    return out
+
+
+def gather_entries(links: list[dict]) -> list[dict]:
+    """The gather job of each (OS, CUDA, group) of `links`: checks its shard archives, writes one."""
+    from . import plan
+
+    out = []
+    for link in {kernels_build(e["os"], e["cuda"], e["group"]): e for e in links}.values():
+        common = _kernels_common(link)
+        del common["container"]  # no compiler needed: the job runs on the runner itself
+        n = plan.shard_count(link["os"], link["group"], link["kernel_set"])
+        out.append(
+            {"name": f"gather-{common['build']}"}
+            | common
+            | {
+                "shards": n,
+                "shard_pattern": f"kernels-{common['build']}-shard*",
+                "session": "kernels_gather",
+                "command": "nox -s kernels_gather -- <the shard archives> --out kernels-gathered",
+                "artifact": link["kernels_artifact"],
+            }
+        )
+    return out
 
 
 def _values(raw: Iterable[str] | None) -> list[str]:
@@ -182,8 +257,15 @@ def build_matrix(
     kernel_set: str = "release",
     runners: Iterable[str] | None = None,
     version: str | None = None,
+    stage: str = "link",
 ) -> dict:
-    """{"include": [entry, ...]} of the combinations the filters select (all when none is given)."""
+    """{"include": [entry, ...]} of the combinations the filters select (all when none is given).
+
+    `stage` is one of STAGES: the link entries (one per wheel), or the shard or gather jobs of the
+    (OS, CUDA, group) those link entries need.
+    """
+    if stage not in STAGES:
+        raise MatrixError(f"unknown --stage {stage!r}. Valid values: {', '.join(STAGES)}.")
     oses, groups, cudas, torches = _values(oses), _values(groups), _values(cudas), _values(torches)
     _check("--os", oses, OSES)
     _check("--group", groups, GROUPS)
@@ -207,17 +289,19 @@ def build_matrix(
             f"no supported combination matches --cuda {','.join(cudas) or '(any)'} --torch "
             f"{','.join(torches) or '(any)'}. Supported torch x CUDA: {pairs}."
         )
-    return {
-        "include": [
-            entry(o, g, c, t, kernel_set=kernel_set, version=version, runner=runner_of.get(o))
-            for o, g, c, t in selected
-        ]
-    }
+    links = [
+        entry(o, g, c, t, kernel_set=kernel_set, version=version, runner=runner_of.get(o)) for o, g, c, t in selected
+    ]
+    if stage == "shards":
+        return {"include": shard_entries(links)}
+    if stage == "gather":
+        return {"include": gather_entries(links)}
+    return {"include": links}
 
 
 def format_table(matrix: dict) -> str:
-    rows = [("name", "runs on", "session", "wheel")]
-    rows += [(e["name"], e["runner"], e["command"], e["wheel"]) for e in matrix["include"]]
+    rows = [("name", "runs on", "session", "wheel / artifact")]
+    rows += [(e["name"], e["runner"], e["command"], e.get("wheel") or e["artifact"]) for e in matrix["include"]]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = ["  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows]
     return "\n".join(lines) + "\n"
@@ -225,6 +309,7 @@ def format_table(matrix: dict) -> str:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m release.matrix", description=__doc__.split("\n")[0])
+    p.add_argument("--stage", default="link", help=f"job list: {', '.join(STAGES)} (default link: one per wheel)")
     p.add_argument("--os", action="append", help=f"runner image(s): {', '.join(OSES)}")
     p.add_argument("--group", action="append", help=f"arch group(s): {', '.join(GROUPS)}")
     p.add_argument("--cuda", action="append", help=f"CUDA toolkit(s): {', '.join(CUDA)}")
@@ -241,8 +326,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        matrix = build_matrix(args.os, args.group, args.cuda, args.torch, args.kernel_set or "release", args.runner)
-    except MatrixError as e:
+        matrix = build_matrix(
+            args.os, args.group, args.cuda, args.torch, args.kernel_set or "release", args.runner, stage=args.stage
+        )
+    except (MatrixError, ValueError) as e:  # ValueError: release.plan.PlanError (a job over the limit)
         print(f"error: {e}", file=sys.stderr)
         return 2
     text = format_table(matrix) if args.format == "table" else json.dumps(matrix, separators=(",", ":")) + "\n"

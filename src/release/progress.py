@@ -11,11 +11,14 @@ units, which Ninja starts first, finish.
 After the build, :func:`read_ninja_log` and :func:`summary` turn the entries the build added
 to ``.ninja_log`` (the lines not in the :func:`ninja_log_lines` snapshot taken before it) into
 the summary table (units compiled, wall time, slowest units, peak memory
-of one compiler process, shared-object size per arch), printed with ``rich`` when available.
+of one compiler process, shared-object size per arch), printed with ``rich`` when available, and
+:func:`write_trace` into the compile timeline beside the build log (a Chrome trace: one slice per
+edge, for Perfetto or chrome://tracing).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -25,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import _paths
+from . import _paths, checksums
 
 NINJA_LINE_RE = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)$")
 UNIT_PATH_RE = re.compile(r"kernels[/\\]units[/\\]([A-Za-z0-9_]+)\.cu\b")
@@ -203,6 +206,57 @@ def read_ninja_log(path: Path, seen: frozenset[str] = frozenset()) -> list[LogEn
         return []
     text = path.read_bytes().decode("utf-8", errors="replace")
     return list({e.output: e for e in parse_ninja_log_lines(text, seen)}.values())
+
+
+# -- compile timeline (Chrome trace) -------------------------------------------------------------
+
+TRACE_NAME = "flash_attn_build_trace.json"
+
+
+def chrome_trace(entries: list[LogEntry], title: str = "flash_attn build") -> dict:
+    """The compile timeline of `entries` (.ninja_log lines of one build) as a Chrome trace.
+
+    Trace Event Format, openable in Perfetto (ui.perfetto.dev) and chrome://tracing: one complete
+    event (``"ph": "X"``) per edge, named by its kernel unit (category ``unit``) or output file
+    (``edge``), ``ts`` / ``dur`` in microseconds from the start of the Ninja run, and ``tid`` a lane:
+    each edge takes the lowest lane free at its start, so concurrent compiles never overlap in one
+    lane and the number of lanes is the build's peak parallelism. Lanes are named by ``"M"``
+    (metadata) events. Raises nothing; an empty list gives a trace without slices.
+    """
+    lanes_end: list[int] = []  # end (ms) of the last edge in each lane
+    events: list[dict] = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": title}}]
+    for e in sorted(entries, key=lambda e: (e.start_ms, -e.end_ms, e.output)):
+        lane = next((i for i, end in enumerate(lanes_end) if end <= e.start_ms), len(lanes_end))
+        if lane == len(lanes_end):
+            lanes_end.append(e.end_ms)
+            events.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": lane, "args": {"name": f"lane {lane}"}})
+        lanes_end[lane] = e.end_ms
+        unit = unit_of(e.output)
+        events.append(
+            {
+                "ph": "X",
+                "name": unit or e.output.replace("\\", "/").rsplit("/", 1)[-1],
+                "cat": "unit" if unit else "edge",
+                "ts": e.start_ms * 1000,
+                "dur": max(e.end_ms - e.start_ms, 0) * 1000,
+                "pid": 1,
+                "tid": lane,
+                "args": {"output": e.output, "seconds": round(e.seconds, 3)},
+            }
+        )
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {"source": ".ninja_log", "lanes": len(lanes_end)},
+    }
+
+
+def write_trace(build_dir: Path, entries: list[LogEntry]) -> Path:
+    """Write :func:`chrome_trace` of `entries` to <build_dir>/flash_attn_build_trace.json (atomically,
+    beside the build log); returns the path."""
+    path = Path(build_dir) / TRACE_NAME
+    checksums.atomic_write_text(path, json.dumps(chrome_trace(entries), separators=(",", ":")) + "\n")
+    return path
 
 
 # -- shared-object size per arch -----------------------------------------------------------------

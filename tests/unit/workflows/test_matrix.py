@@ -67,9 +67,10 @@ def test_every_entry_is_a_supported_combination(full):
 
 
 def test_torch_cuda_facts():
-    """The facts the module docstring cites: 2.11 has no cu132; 2.12 to 2.14 have cu130 and cu132."""
+    """The facts the manifest's torch_source cites: 2.11 has no cu132; 2.12 to 2.15 have cu130 and cu132
+    (2.15.0's cu132 from its PyPI metadata, its cu130 assumed from 2.14)."""
     assert matrix.TORCH["2.11.0"] == ("13.0",)
-    for v in ("2.12.1", "2.13.0", "2.14.1"):
+    for v in ("2.12.1", "2.13.0", "2.14.1", "2.15.0"):
         assert matrix.TORCH[v] == ("13.0", "13.2")
     assert set(matrix.CUDA) == {"13.0", "13.2"}
 
@@ -182,7 +183,8 @@ def test_os_and_group_filter_selects_the_windows_legacy_builds():
         (dict(oses=["macos-14"]), "--os", "ubuntu-24.04, windows-2022"),
         (dict(groups=["hopper"]), "--group", "blackwell, legacy"),
         (dict(cudas=["12.8"]), "--cuda", "13.0, 13.2"),
-        (dict(torches=["2.10"]), "--torch", "2.11.0, 2.12.1, 2.13.0, 2.14.1"),
+        (dict(torches=["2.10"]), "--torch", "2.11.0, 2.12.1, 2.13.0, 2.14.1, 2.15.0"),
+        (dict(stage="wheels"), "--stage", "link, shards, gather"),
         (dict(kernel_set="full"), "--kernel-set", "release, dev, ci"),
         (dict(runners=["macos-14=big"]), "--runner OS", "ubuntu-24.04, windows-2022"),
     ],
@@ -251,3 +253,60 @@ def test_retagging_a_build_of_an_entry_gives_the_promised_wheel_name(tmp_path):
         raw = make_wheel(tmp_path / f"raw{i}", group=e["group"], info=info)
         tagged = tagging.retag(raw, tmp_path / f"out{i}")
         assert tagged.name.rsplit("-", 1)[0] == e["wheel"].rsplit("-", 1)[0]
+
+
+# -- the job lists of the sharded release (--stage) ------------------------------------------------
+
+
+def test_shard_and_gather_entries_cover_each_kernels_build_once(full):
+    from release import plan
+
+    ks = _kernel_set()
+    builds = {(e["os"], e["cuda"], e["group"]) for e in full}
+    shards = matrix.build_matrix(stage="shards")["include"]
+    gathers = matrix.build_matrix(stage="gather")["include"]
+    assert len(gathers) == len(builds) == len(matrix.OSES) * len(matrix.CUDA) * len(matrix.GROUPS)
+    assert len({e["name"] for e in shards}) == len(shards) and len({e["artifact"] for e in shards}) == len(shards)
+    for g in gathers:
+        mine = [s for s in shards if s["build"] == g["build"]]
+        n = plan.shard_count(g["os"], g["group"], "release")
+        assert g["shards"] == n == len(mine) and sorted(s["shard"] for s in mine) == sorted(
+            f"{k}/{n}" for k in range(1, n + 1)
+        )
+        for s in mine:
+            assert ks.parse_shard(s["shard"]) == (int(s["shard"].split("/")[0]), n)
+            assert s["command"] == " ".join(["nox", "-s", s["session"], "--", *s["args"]])
+            assert s["container"] == matrix.OSES[s["os"]].image.format(cuda=s["cuda"])
+    # every link entry has the gathered kernels of its own (OS, CUDA, group)
+    by_artifact = {g["artifact"]: g for g in gathers}
+    for e in full:
+        g = by_artifact[e["kernels_artifact"]]
+        assert (g["os"], g["cuda"], g["group"], g["kernel_set"]) == (e["os"], e["cuda"], e["group"], e["kernel_set"])
+
+
+def test_shard_and_gather_sessions_are_the_kernels_sessions():
+    """The shard and gather sessions are kernels_<group> and kernels_gather (noxfile.py, item 3)."""
+    sessions = {e["session"] for st in ("shards", "gather") for e in matrix.build_matrix(stage=st)["include"]}
+    assert sessions == {f"kernels_{g}" for g in matrix.GROUPS} | {"kernels_gather"}
+
+
+def test_a_ci_dry_run_has_one_shard_per_build_and_filters_apply():
+    shards = matrix.build_matrix(stage="shards", kernel_set="ci", oses=["windows-2022"], cudas=["13.2"])["include"]
+    assert [s["name"] for s in shards] == ["kernels-blackwell-cu132-windows-1of1", "kernels-legacy-cu132-windows-1of1"]
+    assert all(s["args"][:2] == ["--kernel-set", "ci"] and s["container"] == "" for s in shards)
+
+
+def test_cli_stage_output(capsys):
+    assert matrix.main(["--stage", "gather", "--group", "legacy", "--os", "ubuntu-24.04"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [g["name"] for g in out["include"]] == ["gather-legacy-cu130-linux", "gather-legacy-cu132-linux"]
+    assert matrix.main(["--stage", "link"]) == 0
+    assert json.loads(capsys.readouterr().out) == matrix.build_matrix()
+    assert matrix.main(["--stage", "all"]) == 2
+    assert "unknown --stage 'all'" in capsys.readouterr().err
+
+
+def _kernel_set():
+    from release import _paths
+
+    return _paths.kernel_set()

@@ -4,7 +4,9 @@
   NVIDIA's redistributable manifest and archives are replaced by a file:// folder
   (CUDA_REDIST_URL); checks the sha256 check, the merge into one root, the nvvm check, what it
   writes to GITHUB_PATH / GITHUB_ENV, and the retries of a download;
-- the step that checks the wheel name and collects the build summary (bash).
+- the step that checks the wheel name and collects the build summary (bash);
+- the shard job's check of its kernels archive, and the link job's step that finds the gathered
+  archive and sizes the nvcc jobs (bash).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ WINDOWS_CUDA_STEP = "CUDA toolkit ${{ matrix.cuda_full }} (Windows, NVIDIA redis
 CHECK_STEP = "Check the wheel name and collect the build summary"
 
 
-def step(name: str) -> dict:
-    (found,) = [s for s in load_workflow("release.yml")["jobs"]["build"]["steps"] if s.get("name") == name]
+def step(name: str, job: str = "link") -> dict:
+    (found,) = [s for s in load_workflow("release.yml")["jobs"][job]["steps"] if s.get("name") == name]
     return found
 
 
@@ -241,6 +243,65 @@ def test_publish_verify_step_needs_every_wheel_of_the_release(bash, tmp_path, dr
     checksums.write_sha256sums(list(folder.iterdir()), folder / "SHA256SUMS")
     proc = run_bash_step(bash, s["run"], work, {})
     if drop:
-        assert proc.returncode != 0 and "covers 27 of the 28 wheels" in proc.stderr
+        assert proc.returncode != 0 and f"covers {len(names) - 1} of the {len(names)} wheels" in proc.stderr
     else:
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+SHARD_CHECK_STEP = "Check the shard archive and collect the compile timeline"
+LINK_KERNELS_STEP = "The kernels archive, parallel jobs and the build root"
+
+
+def run_shard_check(bash: str, tmp_path: Path, archives: int, manifest: bool = True) -> subprocess.CompletedProcess:
+    s = step(SHARD_CHECK_STEP, job="shard")
+    assert s["env"] == {"NAME": "${{ matrix.name }}"}
+    for i in range(archives):
+        folder = tmp_path / "kernels" / f"kernels-legacy-release-0123456789a{i}-shard{i + 1}of8"
+        folder.mkdir(parents=True)
+        if manifest:
+            (folder / "kernels-manifest.json").write_text("{}")
+    (tmp_path / "b" / "key").mkdir(parents=True)
+    (tmp_path / "b" / "key" / "flash_attn_build_trace.json").write_text('{"traceEvents": []}')
+    fake_bin = tmp_path / "fakebin"
+    fake_bin.mkdir()
+    (fake_bin / "sccache").write_text("#!/bin/sh\necho sccache stats\n")
+    (fake_bin / "sccache").chmod(0o755)
+    env = {"NAME": "kernels-legacy-cu130-linux-1of8", "BUILD_ROOT": str(tmp_path / "b")}
+    env["PATH"] = f"{fake_bin}{os.pathsep}{os.environ['PATH']}"
+    return run_bash_step(bash, s["run"], tmp_path, env)
+
+
+def test_shard_check_keeps_the_archive_and_the_trace(bash, tmp_path):
+    proc = run_shard_check(bash, tmp_path, archives=1)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "kernels" / "build-trace-kernels-legacy-cu130-linux-1of8.json").is_file()
+
+
+@pytest.mark.parametrize("archives, manifest", [(0, True), (2, True), (1, False)])
+def test_shard_check_fails_without_exactly_one_archive_with_a_manifest(bash, tmp_path, archives, manifest):
+    proc = run_shard_check(bash, tmp_path, archives=archives, manifest=manifest)
+    assert proc.returncode != 0 and "::error::expected one kernels archive" in proc.stdout
+
+
+@pytest.mark.parametrize("archives", [1, 0])
+def test_link_step_finds_the_gathered_archive_and_sizes_the_jobs(bash, tmp_path, archives):
+    s = step(LINK_KERNELS_STEP)
+    assert s["env"] == {"PYTHONPATH": "src"}
+    for i in range(archives):
+        (tmp_path / "kernels" / f"kernels-legacy-release-0123456789a{i}").mkdir(parents=True)
+    github_env = tmp_path / "github_env"
+    env = {"GITHUB_ENV": str(github_env), "RUNNER_OS": "Linux", "RUNNER_TEMP": str(tmp_path / "t")}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    proc = run_bash_step(bash, s["run"], tmp_path, env)
+    if not archives:
+        assert proc.returncode != 0 and "::error::expected one gathered kernels archive" in proc.stdout
+        return
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from release import plan
+
+    lines = github_env.read_text().splitlines()
+    assert lines == [
+        "KERNELS_DIR=kernels/kernels-legacy-release-0123456789a0",
+        f"FLASH_ATTN_JOBS={plan.jobs_here()}",
+        f"BUILD_ROOT={tmp_path / 't' / 'b'}",
+    ]

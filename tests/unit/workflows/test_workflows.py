@@ -1,13 +1,15 @@
 """The GitHub workflows: structure, pinning and permissions, and what actionlint and zizmor say.
 
 The workflows cannot run here; these tests check what can be checked from the files: the release
-build jobs read their matrix with fromJSON from the job that runs `nox -s matrix`, every matrix
-field they use exists, every action is pinned by a full commit SHA with a version comment, write
-permissions appear only on the job that publishes, and both linters report nothing.
+jobs (shards -> gather -> link -> assemble -> publish) read their job lists with fromJSON from the
+job that runs `nox -s matrix --stage ...`, every matrix field a job uses exists in its stage's
+entries, every action is pinned by a full commit SHA with a version comment, write permissions
+appear only on the job that publishes, and both linters report nothing.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shutil
@@ -91,51 +93,120 @@ def test_release_triggers(release):
     assert inputs["kernel_set"]["options"] == list(matrix.KERNEL_SETS)
 
 
-def test_build_jobs_read_the_matrix_job_output_with_fromjson(release):
+STAGE_OF_JOB = {"shard": "shards", "gather": "gather", "link": "link"}  # job -> matrix.STAGES entry
+OUTPUT_OF_JOB = {"shard": "shards", "gather": "gathers", "link": "matrix"}  # job -> matrix job output
+
+
+def test_the_jobs_read_their_lists_from_the_matrix_job_with_fromjson(release):
     mjob = release["jobs"]["matrix"]
-    out = re.fullmatch(r"\$\{\{ steps\.(\w+)\.outputs\.matrix \}\}", mjob["outputs"]["matrix"])
-    assert out, mjob["outputs"]
-    (step,) = [s for s in mjob["steps"] if s.get("id") == out.group(1)]
-    assert "nox -s matrix --" in step["run"] and 'matrix=$(cat "$RUNNER_TEMP/matrix.json")' in step["run"]
-    assert '>> "$GITHUB_OUTPUT"' in step["run"]
+    assert mjob["runs-on"] == "ubuntu-24.04"
+    (step,) = [s for s in mjob["steps"] if s.get("id") == "matrix"]
+    for output in OUTPUT_OF_JOB.values():
+        assert mjob["outputs"][output] == f"${{{{ steps.matrix.outputs.{output} }}}}"
+    assert "for stage in link shards gather; do" in step["run"] and '--stage "$stage"' in step["run"]
+    assert 'echo "matrix=$(cat "$RUNNER_TEMP/link.json")"' in step["run"]
+    assert 'echo "shards=$(cat "$RUNNER_TEMP/shards.json")"' in step["run"]
+    assert 'echo "gathers=$(cat "$RUNNER_TEMP/gather.json")"' in step["run"]
+    assert '>> "$GITHUB_OUTPUT"' in step["run"] and "nox -s release_plan" in step["run"]
+    assert set(matrix.STAGES) == set(STAGE_OF_JOB.values())
+    for job_id, output in OUTPUT_OF_JOB.items():
+        job = release["jobs"][job_id]
+        assert job["strategy"]["matrix"] == f"${{{{ fromJSON(needs.matrix.outputs.{output}) }}}}"
+        assert job["strategy"]["fail-fast"] is False
+        assert job["runs-on"] == "${{ matrix.runner }}"
+        assert job["if"] == "${{ !inputs.from_run }}", f"{job_id}: from_run builds nothing"
 
-    build = release["jobs"]["build"]
-    assert build["needs"] == "matrix"
-    assert release["jobs"]["matrix"]["runs-on"] == "ubuntu-24.04"
-    assert build["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
-    assert build["strategy"]["fail-fast"] is False
-    assert build["runs-on"] == "${{ matrix.runner }}"
+
+def test_shards_then_gather_then_link_then_assemble_then_publish(release):
+    jobs = release["jobs"]
+    assert jobs["shard"]["needs"] == "matrix"
+    assert jobs["gather"]["needs"] == ["matrix", "shard"]
+    assert jobs["link"]["needs"] == ["matrix", "gather"]
+    assert jobs["assemble"]["needs"] == ["matrix", "link"]
+    assert jobs["publish"]["needs"] == ["matrix", "assemble"]
+    assert "build" not in jobs, "no job compiles a whole wheel any more"
 
 
-def test_every_matrix_field_the_workflow_uses_exists():
-    text = (WORKFLOWS / "release.yml").read_text(encoding="utf-8")
+def test_job_timeouts_follow_the_plan(release):
+    from release import plan
+
+    jobs = release["jobs"]
+    assert plan.LIMIT_MINUTES < jobs["shard"]["timeout-minutes"] <= 360, "room above the predicted 90 minutes"
+    assert jobs["link"]["timeout-minutes"] >= 3 * max(plan.SETUP_MINUTES["link"].values())
+
+
+@pytest.mark.parametrize("job_id", sorted(STAGE_OF_JOB))
+def test_every_matrix_field_a_job_uses_exists_in_its_stage(release, job_id):
+    import yaml
+
+    text = yaml.safe_dump(release["jobs"][job_id])
     expressions = re.findall(r"\$\{\{(.*?)\}\}", text)
     used = {f for expr in expressions for f in re.findall(r"(?<![\w.])matrix\.(\w+)", expr)}
-    entry = matrix.build_matrix()["include"][0]
-    assert used and used <= set(entry), f"release.yml uses matrix fields {sorted(used - set(entry))} that no entry has"
+    for os_name in matrix.OSES:
+        entry = matrix.build_matrix(oses=[os_name], stage=STAGE_OF_JOB[job_id])["include"][0]
+        assert used and used <= set(entry), f"{job_id} uses matrix fields {sorted(used - set(entry))} no entry has"
 
 
-def test_build_job_runs_the_entry_session_with_sccache(release):
-    build = release["jobs"]["build"]
-    env = build["env"]
-    assert env["SCCACHE_GHA_ENABLED"] == "true"
-    for lang in ("CUDA", "CXX", "C"):
-        assert env[f"CMAKE_{lang}_COMPILER_LAUNCHER"] == "sccache"
-    assert env["CMAKE_GENERATOR"] == "Ninja"
-    uses = [s.get("uses", "") for s in build["steps"]]
+def test_shard_jobs_compile_with_sccache_and_without_torch(release):
+    shard = release["jobs"]["shard"]
+    assert shard["container"] == "${{ matrix.container }}"
+    env = shard["env"]
+    assert env["SCCACHE_GHA_ENABLED"] == "true" and env["SCCACHE_GHA_VERSION"] == "flash-attn-release-v1"
+    assert env["CMAKE_GENERATOR"] == "Ninja" and env["PIP_RETRIES"] and env["PIP_TIMEOUT"]
+    uses = [s.get("uses", "") for s in shard["steps"]]
     assert any(u.startswith("mozilla-actions/sccache-action@") for u in uses)
-    (msvc,) = [s for s in build["steps"] if "release.msvc_env" in s.get("run", "")]
+    runs = "\n".join(s.get("run", "") for s in shard["steps"])
+    assert "torch" not in runs.replace("no torch", ""), "a shard job installs no torch"
+    for e in matrix.build_matrix(stage="shards")["include"]:
+        assert e["session"] == f"kernels_{e['group']}" and e["args"][-2:] == ["--cache", "sccache"]
+    (msvc,) = [s for s in shard["steps"] if "release.msvc_env" in s.get("run", "")]
     assert msvc["if"] == "runner.os == 'Windows'" and msvc["shell"] == "pwsh"
-    (win,) = [s for s in build["steps"] if "nox -s $env:SESSION" in s.get("run", "")]
-    (lin,) = [s for s in build["steps"] if 'nox -s "$SESSION"' in s.get("run", "")]
+    (win,) = [s for s in shard["steps"] if "nox -s $env:SESSION" in s.get("run", "")]
+    (lin,) = [s for s in shard["steps"] if 'nox -s "$SESSION"' in s.get("run", "")]
     for run, os_name in ((win, "Windows"), (lin, "Linux")):
         assert run["if"] == f"runner.os == '{os_name}'"
         assert run["env"] == {"SESSION": "${{ matrix.session }}", "SESSION_ARGS": "${{ join(matrix.args, ' ') }}"}
-    assert "--out wheelhouse --build-root $env:BUILD_ROOT" in win["run"]
-    assert '--out wheelhouse --build-root "$BUILD_ROOT"' in lin["run"]
-    jobs = [s for s in build["steps"] if "FLASH_ATTN_JOBS=" in s.get("run", "")]
-    assert jobs and "C:\\\\b" in jobs[0]["run"], "job count from memory and a short build root on Windows"
-    (upload,) = [s for s in build["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert "--out kernels --build-root $env:BUILD_ROOT" in win["run"] and win["shell"] == "pwsh"
+    assert '--out kernels --build-root "$BUILD_ROOT"' in lin["run"]
+    steps = shard["steps"]
+    first_build = steps.index(lin)
+    cuda = step_index(steps, lambda st: "release.gates cuda" in st.get("run", ""))
+    df = step_index(steps, lambda st: st.get("run", "").startswith("df -h"))
+    jobs = step_index(steps, lambda st: "release.plan --jobs-here" in st.get("run", ""))
+    assert max(cuda, df, jobs) < first_build
+    assert "C:\\b" in steps[jobs]["run"], "a short build root on Windows"
+    (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert upload["with"]["name"] == "${{ matrix.artifact }}" and upload["with"]["path"] == "kernels/"
+
+
+def test_gather_jobs_take_every_shard_of_their_build(release):
+    gather = release["jobs"]["gather"]
+    assert "container" not in gather, "gathering compiles nothing"
+    (download,) = [s for s in gather["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
+    assert download["with"]["pattern"] == "${{ matrix.shard_pattern }}" and "merge-multiple" not in download["with"]
+    (run,) = [s for s in gather["steps"] if "nox -s kernels_gather" in s.get("run", "")]
+    assert run["env"]["SHARDS"] == "${{ matrix.shards }}" and '-ne "$SHARDS"' in run["run"]
+    (upload,) = [s for s in gather["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert upload["with"]["name"] == "${{ matrix.artifact }}"
+    shards = matrix.build_matrix(stage="shards")["include"]
+    for g in matrix.build_matrix(stage="gather")["include"]:
+        mine = [s for s in shards if fnmatch.fnmatchcase(s["artifact"], g["shard_pattern"])]
+        assert len(mine) == g["shards"] and {s["build"] for s in mine} == {g["build"]}
+
+
+def test_link_jobs_build_against_the_gathered_kernels(release):
+    link = release["jobs"]["link"]
+    assert link["container"] == "${{ matrix.container }}"
+    assert not any(s.get("uses", "").startswith("mozilla-actions/sccache-action@") for s in link["steps"])
+    (download,) = [s for s in link["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
+    assert download["with"] == {"name": "${{ matrix.kernels_artifact }}", "path": "kernels"}
+    gathers = {g["artifact"] for g in matrix.build_matrix(stage="gather")["include"]}
+    assert {e["kernels_artifact"] for e in matrix.build_matrix()["include"]} == gathers
+    (win,) = [s for s in link["steps"] if "nox -s $env:SESSION" in s.get("run", "")]
+    (lin,) = [s for s in link["steps"] if 'nox -s "$SESSION"' in s.get("run", "")]
+    assert "--kernels $env:KERNELS_DIR @sessionArgs --out wheelhouse --build-root $env:BUILD_ROOT" in win["run"]
+    assert '--kernels "$KERNELS_DIR" "${session_args[@]}" --out wheelhouse --build-root "$BUILD_ROOT"' in lin["run"]
+    (upload,) = [s for s in link["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert upload["with"]["name"] == "wheel-${{ matrix.name }}"
 
 
@@ -174,7 +245,7 @@ def test_the_privileged_job_runs_no_third_party_code(release):
     runs = "\n".join(st.get("run", "") for st in pub["steps"])
     for forbidden in ("pip ", "nox ", "npm ", "curl ", "wget "):
         assert forbidden not in runs, f"publish must install nothing ({forbidden.strip()})"
-    assert pub["timeout-minutes"] >= 120, "~28 large wheels to download, verify and upload"
+    assert pub["timeout-minutes"] >= 120, "~36 large wheels to download, verify and upload"
     # the unprivileged assemble job does the installing
     asm = release["jobs"]["assemble"]
     assert "nox -s release -- --wheels artifacts" in "\n".join(st.get("run", "") for st in asm["steps"])
@@ -182,7 +253,7 @@ def test_the_privileged_job_runs_no_third_party_code(release):
     (download,) = [st for st in pub["steps"] if st.get("uses", "").startswith("actions/download-artifact@")]
     assert upload["with"]["name"] == download["with"]["name"] == "release-assets"
     (wheels,) = [
-        st for st in release["jobs"]["build"]["steps"] if st.get("uses", "").startswith("actions/upload-artifact@")
+        st for st in release["jobs"]["link"]["steps"] if st.get("uses", "").startswith("actions/upload-artifact@")
     ]
     assert upload["with"]["overwrite"] is True and wheels["with"]["overwrite"] is True, (
         "re-run attempts replace uploads"
@@ -204,8 +275,8 @@ def test_draft_release_first_then_attestation_that_may_fail(release):
 
 def test_assemble_checks_coverage_and_can_take_another_runs_wheels(release):
     asm = release["jobs"]["assemble"]
-    assert asm["needs"] == ["matrix", "build"]
-    assert "always()" in asm["if"] and "needs.build.result == 'success'" in asm["if"]
+    assert asm["needs"] == ["matrix", "link"]
+    assert "always()" in asm["if"] and "needs.link.result == 'success'" in asm["if"]
     downloads = [st for st in asm["steps"] if st.get("uses", "").startswith("actions/download-artifact@")]
     own, other = downloads
     assert own["if"] == "${{ !inputs.from_run }}" and "run-id" not in own["with"]
@@ -217,18 +288,23 @@ def test_assemble_checks_coverage_and_can_take_another_runs_wheels(release):
     assert "needs.matrix.outputs.publish == 'true'" in src["if"]
     (sums,) = [st for st in asm["steps"] if "release.gates sums" in st.get("run", "")]
     assert sums["env"]["MATRIX"] == "${{ needs.matrix.outputs.matrix }}" and "--matrix" in sums["run"]
-    assert release["jobs"]["build"]["if"] == "${{ !inputs.from_run }}"
+    for job_id in ("shard", "gather", "link"):
+        assert release["jobs"][job_id]["if"] == "${{ !inputs.from_run }}"
     assert "from_run" in release["on"]["workflow_dispatch"]["inputs"]
 
 
-def test_build_jobs_check_toolchain_and_environment_before_building(release):
-    build = release["jobs"]["build"]
-    assert build["container"] == "${{ matrix.container }}"
-    steps = build["steps"]
+def test_link_jobs_check_torch_first_then_toolchain_before_building(release):
+    link = release["jobs"]["link"]
+    steps = link["steps"]
     first_build = min(i for i, st in enumerate(steps) if "nox -s" in st.get("run", "") and "SESSION" in st["run"])
+    install = step_index(steps, lambda st: "torch==$TORCH" in st.get("run", ""))
     torch = step_index(steps, lambda st: "release.gates torch" in st.get("run", ""))
     cuda = step_index(steps, lambda st: "release.gates cuda" in st.get("run", ""))
+    toolkit = step_index(steps, lambda st: st.get("run") == "python -m release.cuda_redist")
+    msvc = step_index(steps, lambda st: "release.msvc_env" in st.get("run", ""))
     df = step_index(steps, lambda st: st.get("run", "").startswith("df -h"))
+    # the torch CUDA / C++ ABI assertion comes first: after checkout and Python only, in the first minutes
+    assert install < torch < min(df, msvc, toolkit, cuda) and torch <= 4
     assert max(torch, cuda, df) < first_build
     assert steps[torch]["env"]["CXX11_ABI"] == "${{ matrix.cxx11_abi }}"
     assert steps[torch]["env"]["CUDA"] == "${{ matrix.cuda }}" and steps[torch]["env"]["TORCH"] == "${{ matrix.torch }}"
@@ -237,7 +313,7 @@ def test_build_jobs_check_toolchain_and_environment_before_building(release):
     assert gate["if"] == "runner.os == 'Linux'" and gate["env"]["POLICY"] == "${{ matrix.manylinux }}"
     check = step_index(steps, lambda st: st.get("name") == "Check the wheel name and collect the build summary")
     assert steps.index(gate) < check, "the name check sees the manylinux-tagged wheel"
-    assert build["env"]["PIP_RETRIES"] and build["env"]["PIP_TIMEOUT"]
+    assert link["env"]["PIP_RETRIES"] and link["env"]["PIP_TIMEOUT"]
 
 
 @pytest.mark.parametrize("name", ["release", "ci"])

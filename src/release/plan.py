@@ -1,0 +1,365 @@
+"""The release plan: predicted wall time of every release job, the shard counts, and the CPU-hours.
+
+``python -m release.plan [--json] [--runner-cores 4] [--runner-memory-gib 16] [--kernel-set S]``
+(``nox -s release_plan``) prints, for the release matrix (src/release/matrix.py) and the unit
+cost model (``kernel_set.Unit.seconds``, measured on the H200 reference host), each job of the
+release workflow with its predicted minutes on the runner: the shard jobs of every (OS, CUDA,
+arch group), its gather job, and one link-and-package job per torch; the number of shards N of
+each (OS, CUDA, group), the smallest N for which every shard job is predicted to finish within
+``release_plan.job_limit_minutes`` (90); and the kernel CPU-hours of a release, the old design
+(every matrix entry compiles all units itself) beside the new one (each (OS, CUDA, group) once).
+``--json`` prints one object (``max_job_minutes``, ``cpu_hours_before``, ``cpu_hours_after``,
+``shards``, ``jobs``, ``calibration`` ...). ``--jobs-here`` prints ``FLASH_ATTN_JOBS=<n>`` for the
+machine it runs on by the rule the plan assumes (the release workflow's build jobs use it).
+
+The model (numbers and their sources: ``release_plan`` in build-manifest.json):
+
+- one unit costs ``Unit.seconds x SASS targets x speed_factor`` CPU-seconds on a runner core
+  (the group's PTX target shares its virtual arch with the newest SASS target and costs ~1 %,
+  which the reference seconds already include);
+- parallel nvcc jobs = min(cores, floor(memory GiB / build.nvcc_memory_gib)), the rule CMake
+  applies to available memory; nvcc ``--threads`` = min(gencode targets, jobs // units), as
+  ``flash_attn_compile_pool`` in cmake/FlashAttnKernelSet.cmake sets it;
+- a build's compile wall time = max(the list schedule of its edges, heaviest unit first as Ninja
+  starts them, on ``jobs`` slots; total CPU-seconds / the cores those slots can use);
+- a job = the fixed ``setup_minutes`` of its kind and OS (estimates) + its compile wall time.
+
+``calibration()`` compares the model with the builds of ``release_plan.checks`` (measured wall
+times), which ``nox -s release_plan`` prints with the error. Stdlib only, like release.matrix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import math
+import os
+import sys
+from dataclasses import asdict, dataclass
+
+from . import _paths, manifest, matrix
+
+_MANIFEST = manifest.load()
+_PLAN = _MANIFEST["release_plan"]
+NVCC_MEMORY_GIB = float(_MANIFEST["build"]["nvcc_memory_gib"])
+LIMIT_MINUTES = float(_PLAN["job_limit_minutes"])
+SETUP_MINUTES = _PLAN["setup_minutes"]
+BINDING_SECONDS = float(_PLAN["binding_seconds"])  # the five binding sources, on a runner core
+DISPATCH_SECONDS = float(_PLAN["dispatch_seconds"])  # the dispatch, per SASS target, on a runner core
+GATHER_OS = "ubuntu-24.04"  # setup_minutes.gather is given for Linux; other OSes take it too
+
+
+class PlanError(ValueError):
+    """A plan that cannot meet the job limit, or a bad runner size; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Runner:
+    """A build machine: cores, memory (GiB) and per-core compile speed relative to the reference host
+    (``speed_factor`` > 1: slower; seconds on it = reference seconds x this)."""
+
+    cores: int
+    memory_gib: float
+    speed_factor: float
+
+    @property
+    def jobs(self) -> int:
+        """Parallel nvcc jobs: min(cores, floor(memory / build.nvcc_memory_gib)), at least 1."""
+        return max(1, min(self.cores, math.floor(self.memory_gib / NVCC_MEMORY_GIB + 1e-9)))
+
+
+def default_runner(cores: int | None = None, memory_gib: float | None = None) -> Runner:
+    """The manifest's hosted runner (release_plan.runner), with cores / memory overridden if given."""
+    r = _PLAN["runner"]
+    runner = Runner(
+        int(r["cores"] if cores is None else cores),
+        float(r["memory_gib"] if memory_gib is None else memory_gib),
+        float(r["speed_factor"]),
+    )
+    if runner.cores < 1 or runner.memory_gib <= 0:
+        raise PlanError(
+            f"a runner needs at least 1 core and some memory (got {runner.cores} cores, {runner.memory_gib} GiB)"
+        )
+    return runner
+
+
+def sass_targets(group: str) -> int:
+    """SASS targets of a released arch group (legacy: sm_80, sm_89, sm_90 -> 3)."""
+    return len(manifest.arch_groups(_MANIFEST)[group]["sms"])
+
+
+def gencode_targets(group: str) -> int:
+    """gencode targets nvcc compiles per unit: the SASS targets plus the one PTX target."""
+    return sass_targets(group) + 1
+
+
+def unit_cpu_seconds(unit, sass: int, runner: Runner) -> float:
+    """CPU-seconds of one unit (a kernel_set.Unit) for `sass` SASS targets (+ PTX) on `runner`."""
+    return unit.seconds * sass * runner.speed_factor
+
+
+def _list_schedule(durations: list[float], slots: int) -> float:
+    """Makespan of `durations` started in order, each on the first free of `slots` (Ninja's -j)."""
+    free = [0.0] * max(1, slots)
+    for d in durations:
+        heapq.heapreplace(free, free[0] + d)
+    return max(free)
+
+
+def compile_wall_seconds(
+    unit_cpu: list[float], other_cpu: list[float], runner: Runner, gencodes: int, heaviest_first: bool = True
+) -> float:
+    """Predicted wall seconds of one build: units (CPU-seconds) then other edges, on `runner`.
+
+    nvcc --threads = min(gencodes, jobs // units) as CMake sets it; the result is the larger of the
+    list schedule (heaviest unit first, as the build orders them; else in the order given) and
+    total CPU / the cores the jobs can keep busy.
+    """
+    jobs = runner.jobs
+    threads = max(1, min(gencodes, jobs // len(unit_cpu))) if unit_cpu else 1
+    ordered = sorted(unit_cpu, reverse=True) if heaviest_first else list(unit_cpu)
+    durations = [c / threads for c in ordered] + list(other_cpu)
+    if not durations:
+        return 0.0
+    width = min(runner.cores, jobs * threads)
+    return max(_list_schedule(durations, jobs), (sum(unit_cpu) + sum(other_cpu)) / width)
+
+
+def _units(kernel_set: str):
+    ks = _paths.kernel_set()
+    try:
+        return ks.resolve(kernel_set)[1]
+    except ks.KernelSetError as e:
+        raise PlanError(str(e)) from None
+
+
+def shard_job_minutes(os_name: str, group: str, units, runner: Runner) -> float:
+    """Predicted minutes of one shard job: setup + its units and the dispatch for the group's archs."""
+    sass = sass_targets(group)
+    wall = compile_wall_seconds(
+        [unit_cpu_seconds(u, sass, runner) for u in units], [DISPATCH_SECONDS * sass], runner, gencode_targets(group)
+    )
+    return SETUP_MINUTES["shard"][os_name] + wall / 60
+
+
+def link_job_minutes(os_name: str, runner: Runner) -> float:
+    """Predicted minutes of one link-and-package job: setup (torch, smoke, auditwheel) + the binding."""
+    return SETUP_MINUTES["link"][os_name] + compile_wall_seconds([], [BINDING_SECONDS], runner, 1) / 60
+
+
+def gather_job_minutes() -> float:
+    """Predicted minutes of a gather job (artifact download, the check, the upload: an estimate)."""
+    return float(SETUP_MINUTES["gather"][GATHER_OS])
+
+
+def full_build_job_minutes(os_name: str, group: str, units, runner: Runner) -> float:
+    """The old design's job: one runner compiles every unit, the dispatch and the binding, then packages."""
+    sass = sass_targets(group)
+    wall = compile_wall_seconds(
+        [unit_cpu_seconds(u, sass, runner) for u in units],
+        [DISPATCH_SECONDS * sass, BINDING_SECONDS],
+        runner,
+        gencode_targets(group),
+    )
+    return SETUP_MINUTES["link"][os_name] + wall / 60
+
+
+def shard_count(os_name: str, group: str, kernel_set: str = "release", runner: Runner | None = None) -> int:
+    """The smallest N for which every shard job (kernel_set.split_shards) is predicted <= the job limit.
+
+    Raises PlanError when even one unit per shard exceeds it (a unit alone is too slow for the runner).
+    """
+    runner = runner or default_runner()
+    ks = _paths.kernel_set()
+    units = _units(kernel_set)
+    for n in range(1, len(units) + 1):
+        if max(shard_job_minutes(os_name, group, s, runner) for s in ks.split_shards(units, n)) <= LIMIT_MINUTES:
+            return n
+    worst = max(units, key=lambda u: u.seconds)
+    raise PlanError(
+        f"{worst.name} alone is predicted at {shard_job_minutes(os_name, group, [worst], runner):.0f} minutes on "
+        f"{os_name} ({runner.cores} cores, {runner.memory_gib:g} GiB), over the {LIMIT_MINUTES:g}-minute limit "
+        "(release_plan.job_limit_minutes): plan for a larger runner (--runner-cores, --runner-memory-gib)"
+    )
+
+
+def kernel_builds(entries: list[dict]) -> list[tuple[str, str, str]]:
+    """The distinct (os, cuda, group) of link entries (release.matrix entries), in matrix order."""
+    return list(dict.fromkeys((e["os"], e["cuda"], e["group"]) for e in entries))
+
+
+def plan(kernel_set: str = "release", runner: Runner | None = None, entries: list[dict] | None = None) -> dict:
+    """The release plan as one JSON-serialisable object (see the module docstring); PlanError when the
+    limit cannot be met. `entries` are the link entries (default: the whole release matrix)."""
+    runner = runner or default_runner()
+    ks = _paths.kernel_set()
+    units = _units(kernel_set)
+    entries = entries if entries is not None else matrix.build_matrix(kernel_set=kernel_set)["include"]
+    jobs: list[dict] = []
+    shards: dict[str, int] = {}
+    cpu_after = 0.0
+    for os_name, cuda, group in kernel_builds(entries):
+        bid = matrix.kernels_build(os_name, cuda, group)
+        n = shard_count(os_name, group, kernel_set, runner)
+        shards[bid] = n
+        for k, part in enumerate(ks.split_shards(units, n), start=1):
+            jobs.append(
+                {
+                    "stage": "shard",
+                    "name": f"kernels-{bid}-{k}of{n}",
+                    "os": os_name,
+                    "units": len(part),
+                    "minutes": round(shard_job_minutes(os_name, group, part, runner), 1),
+                }
+            )
+        jobs.append(
+            {
+                "stage": "gather",
+                "name": f"gather-{bid}",
+                "os": os_name,
+                "units": len(units),
+                "minutes": gather_job_minutes(),
+            }
+        )
+        cpu_after += sum(unit_cpu_seconds(u, sass_targets(group), runner) for u in units)
+    for e in entries:
+        jobs.append(
+            {
+                "stage": "link",
+                "name": e["name"],
+                "os": e["os"],
+                "units": 0,
+                "minutes": round(link_job_minutes(e["os"], runner), 1),
+            }
+        )
+    cpu_before = sum(sum(unit_cpu_seconds(u, sass_targets(e["group"]), runner) for u in units) for e in entries)
+    before_jobs = [full_build_job_minutes(e["os"], e["group"], units, runner) for e in entries]
+    return {
+        "kernel_set": kernel_set,
+        "units": len(units),
+        "runner": asdict(runner) | {"nvcc_jobs": runner.jobs},
+        "limit_minutes": LIMIT_MINUTES,
+        "max_job_minutes": max(j["minutes"] for j in jobs),
+        "cpu_hours_before": round(cpu_before / 3600, 1),
+        "cpu_hours_after": round(cpu_after / 3600, 1),
+        "cpu_reduction": round(cpu_before / cpu_after, 2) if cpu_after else None,
+        "builds_before": len(entries),
+        "kernel_builds_after": len(shards),
+        "job_minutes_before": round(max(before_jobs), 1),
+        "runner_hours_before": round(sum(before_jobs) / 60, 1),
+        "runner_hours_after": round(sum(j["minutes"] for j in jobs) / 60, 1),
+        "shards": shards,
+        "jobs": jobs,
+        "calibration": calibration(),
+    }
+
+
+def predict_check(check: dict) -> float:
+    """Predicted wall seconds of one measured build of release_plan.checks (its machine, units, archs)."""
+    runner = Runner(int(check["cores"]), float(check["memory_gib"]), float(check["speed_factor"]))
+    units = _units(check["kernel_set"])
+    order = check.get("start_order")  # a build that started its units in another order than heaviest first
+    if order:
+        ks = _paths.kernel_set()
+        units = [ks.parse_unit(name) for name in order]
+    sass = int(check["sass_targets"])
+    cpu = [unit_cpu_seconds(u, sass, runner) for u in units]
+    return compile_wall_seconds(cpu, [float(s) for s in check["other_seconds"]], runner, sass + 1, not order)
+
+
+def calibration() -> list[dict]:
+    """Each measured build of release_plan.checks with the model's prediction and the error (%)."""
+    out = []
+    for check in _PLAN["checks"]:
+        predicted = predict_check(check)
+        measured = float(check["measured_seconds"])
+        out.append(
+            {
+                "build": check["name"],
+                "measured_seconds": measured,
+                "predicted_seconds": round(predicted, 1),
+                "error_percent": round(100 * (predicted - measured) / measured, 1),
+            }
+        )
+    return out
+
+
+def jobs_here() -> int:
+    """FLASH_ATTN_JOBS for this machine by the plan's rule (Runner.jobs) from its cores and total memory."""
+    if os.name == "nt":
+        import ctypes
+
+        class _Status(ctypes.Structure):
+            _fields_ = [("length", ctypes.c_ulong), ("load", ctypes.c_ulong)] + [
+                (n, ctypes.c_ulonglong) for n in ("total", "avail", "tpage", "apage", "tvirt", "avirt", "ext")
+            ]
+
+        status = _Status()
+        status.length = ctypes.sizeof(_Status)
+        ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status))
+        total = status.total
+    else:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return Runner(os.cpu_count() or 1, total / 2**30, 1.0).jobs
+
+
+def format_text(p: dict) -> str:
+    """The plan as text: runner, shard counts, every job with its minutes, the CPU-hours, the checks."""
+    r = p["runner"]
+    lines = [
+        f"release plan: kernel set {p['kernel_set']} ({p['units']} units), runner {r['cores']} cores / "
+        f"{r['memory_gib']:g} GiB ({r['nvcc_jobs']} parallel nvcc, speed factor {r['speed_factor']:g} x the H200 "
+        f"reference host), job limit {p['limit_minutes']:g} min",
+        "",
+        "shards per (group, CUDA, OS): " + ", ".join(f"{b} {n}" for b, n in p["shards"].items()),
+        "",
+        f"{'stage':<7} {'job':<44} {'units':>5} {'minutes':>8}",
+    ]
+    lines += [f"{j['stage']:<7} {j['name']:<44} {j['units']:>5} {j['minutes']:>8.1f}" for j in p["jobs"]]
+    lines += [
+        "",
+        f"jobs: {len(p['jobs'])}; longest predicted {p['max_job_minutes']:.1f} min (limit {p['limit_minutes']:g})",
+        f"kernel CPU-hours of a release: before {p['cpu_hours_before']:.1f} ({p['builds_before']} full builds), "
+        f"after {p['cpu_hours_after']:.1f} ({p['kernel_builds_after']} kernel builds): {p['cpu_reduction']}x less",
+        f"runner-hours: before {p['runner_hours_before']:.1f} (each job {p['job_minutes_before']:.0f} min), "
+        f"after {p['runner_hours_after']:.1f}",
+        "",
+        "model check against measured builds:",
+    ]
+    lines += [
+        f"  {c['build']}: measured {c['measured_seconds']:.0f} s, predicted {c['predicted_seconds']:.0f} s "
+        f"({c['error_percent']:+.1f} %)"
+        for c in p["calibration"]
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m release.plan", description=__doc__.split("\n")[0])
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--runner-cores", type=int, help=f"cores of a runner (default {_PLAN['runner']['cores']})")
+    p.add_argument(
+        "--runner-memory-gib", type=float, help=f"memory of a runner (default {_PLAN['runner']['memory_gib']})"
+    )
+    p.add_argument("--kernel-set", default="release", help="kernel set of every job (default release)")
+    p.add_argument("--jobs-here", action="store_true", help="print FLASH_ATTN_JOBS=<n> for this machine and exit")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.jobs_here:
+        print(f"FLASH_ATTN_JOBS={jobs_here()}")
+        return 0
+    try:
+        result = plan(args.kernel_set, default_runner(args.runner_cores, args.runner_memory_gib))
+    except (PlanError, matrix.MatrixError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(json.dumps(result, indent=1) + "\n" if args.json else format_text(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

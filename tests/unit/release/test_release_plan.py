@@ -1,0 +1,119 @@
+"""release.plan: the runner model, the shard counts, the job predictions and the CPU-hours of a release."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from release import _paths, matrix, plan
+
+ks = _paths.kernel_set()
+
+
+@pytest.fixture(scope="module")
+def release_plan() -> dict:
+    return plan.plan()
+
+
+@pytest.mark.parametrize(
+    "cores, memory, jobs",
+    [(4, 16, 2), (4, 15.6, 2), (4, 13.9, 1), (2, 64, 2), (16, 124.2, 16), (1, 3, 1)],
+)
+def test_parallel_nvcc_jobs_from_cores_and_memory(cores, memory, jobs):
+    # 15.6 GiB is what a 16 GB hosted runner reports; 7 GiB per nvcc (build.nvcc_memory_gib)
+    assert plan.Runner(cores, memory, 1.0).jobs == jobs
+
+
+def test_compile_wall_is_the_list_schedule_or_the_cpu_bound():
+    r = plan.Runner(cores=2, memory_gib=64, speed_factor=1.0)
+    # heaviest first on 2 slots: [10] [6, 4] -> 10
+    assert plan.compile_wall_seconds([4, 6, 10], [], r, gencodes=1) == 10
+    # in the given order: [4, 10] [6] -> 14
+    assert plan.compile_wall_seconds([4, 6, 10], [], r, gencodes=1, heaviest_first=False) == 14
+    # one unit, 2 jobs: nvcc --threads=2 splits its gencode targets, bounded by the 2 cores
+    assert plan.compile_wall_seconds([10], [], r, gencodes=4) == 5
+    assert plan.compile_wall_seconds([10], [4], r, gencodes=4) == 7  # CPU bound: (10 + 4) / 2 cores
+    assert plan.compile_wall_seconds([], [], r, gencodes=1) == 0
+
+
+def test_unit_cost_scales_with_the_sass_targets():
+    unit = ks.parse_unit("bwd_hdim128_fp16")
+    r = plan.default_runner()
+    assert plan.sass_targets("legacy") == 3 and plan.gencode_targets("blackwell") == 4
+    assert plan.unit_cpu_seconds(unit, 3, r) == pytest.approx(unit.seconds * 3 * r.speed_factor)
+
+
+def test_every_job_within_the_limit_and_the_shard_count_is_the_smallest(release_plan):
+    assert release_plan["max_job_minutes"] <= plan.LIMIT_MINUTES == 90
+    assert all(j["minutes"] <= plan.LIMIT_MINUTES for j in release_plan["jobs"])
+    units = ks.resolve("release")[1]
+    runner = plan.default_runner()
+    for build, n in release_plan["shards"].items():
+        os_name = next(o for o, info in matrix.OSES.items() if build.endswith("-" + info.short))
+        group = build.split("-")[0]
+        assert n == plan.shard_count(os_name, group)
+        fewer = ks.split_shards(units, n - 1)
+        assert max(plan.shard_job_minutes(os_name, group, s, runner) for s in fewer) > plan.LIMIT_MINUTES, build
+        # every unit is in exactly one shard job
+        shards = ks.split_shards(units, n)
+        assert sorted(u.name for s in shards for u in s) == sorted(u.name for u in units)
+
+
+def test_cpu_hours_before_and_after(release_plan):
+    entries = matrix.build_matrix()["include"]
+    units = ks.resolve("release")[1]
+    r = plan.default_runner()
+    one = {g: sum(plan.unit_cpu_seconds(u, plan.sass_targets(g), r) for u in units) / 3600 for g in matrix.GROUPS}
+    assert release_plan["builds_before"] == len(entries) == 36
+    assert release_plan["kernel_builds_after"] == len(matrix.OSES) * len(matrix.CUDA) * len(matrix.GROUPS) == 8
+    assert release_plan["cpu_hours_before"] == pytest.approx(sum(one[e["group"]] for e in entries), abs=0.1)
+    assert release_plan["cpu_hours_after"] == pytest.approx(2 * 2 * sum(one.values()), abs=0.1)
+    assert release_plan["cpu_hours_before"] >= 3 * release_plan["cpu_hours_after"]
+    assert release_plan["job_minutes_before"] > 360, "a full build on one hosted runner exceeds the 6-hour limit"
+
+
+def test_jobs_list_shards_gathers_and_one_link_per_wheel(release_plan):
+    stages = [j["stage"] for j in release_plan["jobs"]]
+    assert stages.count("gather") == 8 and stages.count("link") == 36
+    assert stages.count("shard") == sum(release_plan["shards"].values())
+    assert {j["name"] for j in release_plan["jobs"] if j["stage"] == "shard"} == {
+        e["name"] for e in matrix.build_matrix(stage="shards")["include"]
+    }
+
+
+def test_the_model_against_measured_builds():
+    checks = plan.calibration()
+    assert len(checks) >= 2
+    for c in checks:
+        assert abs(c["error_percent"]) <= 10, c  # docs/release.md states these errors
+
+
+def test_a_job_over_the_limit_is_an_error_that_names_the_unit(monkeypatch):
+    monkeypatch.setattr(plan, "LIMIT_MINUTES", 20.0)
+    with pytest.raises(
+        plan.PlanError, match=r"fwd_split_hdim\d+_\w+ alone is predicted at \d+ minutes on ubuntu-24.04"
+    ):
+        plan.shard_count("ubuntu-24.04", "legacy")
+    with pytest.raises(plan.PlanError, match="at least 1 core"):
+        plan.default_runner(cores=0)
+
+
+def test_cli_text_json_and_bad_input(capsys):
+    assert plan.main([]) == 0
+    text = capsys.readouterr().out
+    assert "shards per (group, CUDA, OS): blackwell-cu130-linux" in text and "kernel CPU-hours" in text
+    assert plan.main(["--json", "--runner-cores", "4", "--runner-memory-gib", "16"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {"max_job_minutes", "cpu_hours_before", "cpu_hours_after", "shards", "jobs"} <= set(doc)
+    assert doc["runner"]["nvcc_jobs"] == 2
+    # a bigger runner needs fewer shards
+    assert plan.main(["--json", "--runner-cores", "16", "--runner-memory-gib", "64"]) == 0
+    big = json.loads(capsys.readouterr().out)
+    assert max(big["shards"].values()) < max(doc["shards"].values())
+    assert plan.main(["--runner-cores", "0"]) == 2
+    assert "at least 1 core" in capsys.readouterr().err
+    assert plan.main(["--kernel-set", "fwd_nothing_*"]) == 2
+    assert "matches no unit" in capsys.readouterr().err
+    assert plan.main(["--jobs-here"]) == 0
+    assert capsys.readouterr().out == f"FLASH_ATTN_JOBS={plan.jobs_here()}\n"
