@@ -218,6 +218,7 @@ def build(opts: options.BuildOptions, tc: toolchain.Toolchain, shard: str = "", 
     if cache_stats:
         summary["compile_cache"] = cache_stats
     checksums.atomic_write_text(bdir / builder.SUMMARY_NAME, json.dumps(summary, indent=1) + "\n")
+    progress.write_trace(bdir, entries)
     group_token = build_key.group_token(opts.group, opts.cuda_archs)
     set_token = build_key.kernel_set_token(opts.kernel_set)
     archive = pack(bdir, out if out is not None else bdir / "archive", group_token, set_token, tc)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from release import matrix
+from release import matrix, pins
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -323,7 +323,10 @@ def test_runners_tool_versions_and_no_unmaintained_msvc_action(name, request):
     assert "ubuntu-22.04" not in text and "ilammy/msvc-dev-cmd" not in text
     for job_id, step in steps(doc):
         if step.get("uses", "").startswith("mozilla-actions/sccache-action@"):
-            assert re.fullmatch(r"v\d+\.\d+\.\d+", step.get("with", {}).get("version", "")), f"{job_id}: pin sccache"
+            version = step.get("with", {}).get("version", "")
+            assert re.fullmatch(r"v\d+\.\d+\.\d+", version), f"{job_id}: pin sccache"
+            # the binary the action sets up is the one the sessions pin (tool_pins.cache)
+            assert f"sccache=={version[1:]}" in pins.CACHE, (job_id, version, pins.CACHE)
     for job in doc["jobs"].values():
         assert job["runs-on"] in ("ubuntu-24.04", "windows-2022", "${{ matrix.runner }}")
     assert "apt-get" not in text, "Linux CUDA comes from the pinned image (checked by release.gates cuda)"
