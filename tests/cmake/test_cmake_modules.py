@@ -389,3 +389,28 @@ def test_an_empty_option_value_resets_a_reused_cache_to_the_manifest_default(tmp
     # The environment variable is the value of an empty define too (FLASH_ATTN_ARCH_GROUP=custom pip install .).
     from_env = _configure_options(tmp_path, *empty, env={"FLASH_ATTN_ARCH_GROUP": "custom"})
     assert from_env["FLASH_ATTN_ARCH_GROUP"] == "custom"
+
+
+def test_torch_free_code_compiles_as_cxx17_whatever_the_torch():
+    # the kernel objects (TORCH_VERSION none) get upstream's standard and no torch-only MSVC flag
+    gnu = results(host_flags("GNU", "12.2.0", "13.0.88", "none"))
+    assert gnu["OUT_CXX_STANDARD"] == "17" and "-std=c++17" in gnu["OUT_CUDA_FLAGS"]
+    msvc = results(host_flags("MSVC", "19.44.35207", "13.2", "none"))
+    assert msvc["OUT_CXX_STANDARD"] == "17" and "/permissive-" not in msvc["OUT_CXX_FLAGS"]
+    assert "/Zc:preprocessor" in msvc["OUT_CXX_FLAGS"]  # CCCL 13.2 needs it without torch too
+    with_torch = results(host_flags("GNU", "12.2.0", "13.0.88", "2.14.1+cu130"))
+    assert with_torch["OUT_CXX_STANDARD"] == "20"
+
+
+def _kernel_key(**fields: str) -> dict[str, str]:
+    return results(run_script("kernel_key.cmake", FIELDS="|".join(f"{k}={v}" for k, v in fields.items())))
+
+
+def test_the_kernel_key_is_a_hash_of_its_fields_in_any_order():
+    base = {"cuda_compiler": "NVIDIA 13.0.88", "definitions": "FLASH_ATTN_RESCALE_THRESHOLD=8.0f", "units": "a,b"}
+    one = _kernel_key(**base)
+    assert re.fullmatch(r"[0-9a-f]{64}", one["KEY"])
+    assert _kernel_key(**dict(reversed(list(base.items()))))["KEY"] == one["KEY"]
+    for name in base:  # any field that changes changes the key
+        assert _kernel_key(**{**base, name: base[name] + "x"})["KEY"] != one["KEY"], name
+    assert '"definitions" : "FLASH_ATTN_RESCALE_THRESHOLD=8.0f"' in one["FIELDS"]

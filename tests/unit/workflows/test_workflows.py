@@ -392,3 +392,18 @@ def test_zizmor_reports_nothing():
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "No findings to report" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("name", ["release", "ci"])
+def test_tool_versions_come_from_the_manifest_not_the_workflow_text(name):
+    # Every tool pin lives in build-manifest.json (tool_pins); the workflows ask release.pins for it.
+    text = (WORKFLOWS / f"{name}.yml").read_text(encoding="utf-8")
+    for spec in [*pins.BUILD, *pins.TEST, *pins.LINT, *pins.AUDIT, *pins.CACHE, *pins.lookup(["nox"])]:
+        assert spec not in text, f"{name}.yml writes {spec} itself; use python -m release.pins"
+    assert "python -m release.pins nox" in text
+
+
+def test_pins_cli_prints_a_pin_per_name_and_refuses_unknown_names(capsys):
+    assert pins.main(["nox", "ninja"]) == 0
+    assert capsys.readouterr().out.split() == pins.lookup(["nox", "ninja"])
+    assert pins.main(["no-such-tool"]) == 2 and "no pin for no-such-tool" in capsys.readouterr().err
