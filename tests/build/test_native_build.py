@@ -4,14 +4,16 @@ The release path on one machine (no GPU needed): the kernel set ``fwd_hdim64_fp1
 fwd_hdim64_fp16_causal`` for sm_80 is compiled torch-free as 2 shards (``python -m release.kernels
 build --shard K/2``: one unit each), the shards are gathered into one kernels archive
 (``release.kernels gather``), and the wheel flow (``python -m release.wheels --kernels ARCHIVE``)
-compiles only the binding against torch, links, tags and smoke-tests the wheel. Everything lives
+compiles only the binding against torch, links, tags and smoke-tests the wheel; every compile goes
+through sccache (``--cache sccache``, its own cache folder and server port). Everything lives
 under build/test-wheel (kept between runs, so a rerun is incremental and quick). Then it checks: the
 kernel objects reference no torch symbol; a shard configured with another key (another A-1
 threshold: a real CMake configure, whose key and fields replace a shard's) is refused by name, and
 so is a link against an archive of another key; the shared object exports nothing but what
 loading needs, links no libpython (abi3), carries a valid build info, registers the operators of
 docs/operators.md when torch loads it and refuses CPU tensors with a clear error; a second build
-compiles nothing (and its summary says 0 units) and gives the same wheel bytes (reproducible);
+compiles nothing (and its summary says 0 units) and gives the same wheel bytes (reproducible); a
+shard rebuilt in a clean build folder is served from the cache (hits, no misses, same objects);
 the wheel ships this project's and upstream's license; bad options stop the configure with a
 message that says what to do.
 
@@ -36,8 +38,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_ROOT = ROOT / "build" / "test-wheel"
 UNITS = ["fwd_hdim64_fp16", "fwd_hdim64_fp16_causal"]
-COMMON = ["--arch-group", "custom", "--cuda-archs", "80", "--kernel-set", ",".join(UNITS),
+COMMON = ["--arch-group", "custom", "--cuda-archs", "80", "--kernel-set", ",".join(UNITS), "--cache", "sccache",
           "--build-root", str(BUILD_ROOT)]  # fmt: skip
+# The build test's own sccache: its cache folder beside the builds, its own server port.
+SCCACHE = {"SCCACHE_DIR": str(BUILD_ROOT / "sccache"), "SCCACHE_SERVER_PORT": "4391"}
 
 pytestmark = pytest.mark.build
 
@@ -51,14 +55,23 @@ def _cmake() -> str:
 
 
 def _configure(build: Path, *defines: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    args = [_cmake(), "-S", str(ROOT), "-B", str(build), "-G", "Ninja", f"-DPython_EXECUTABLE={sys.executable}",
-            *defines]
+    args = [
+        _cmake(),
+        "-S",
+        str(ROOT),
+        "-B",
+        str(build),
+        "-G",
+        "Ninja",
+        f"-DPython_EXECUTABLE={sys.executable}",
+        *defines,
+    ]
     return subprocess.run(args, capture_output=True, text=True, env=None if env is None else {**os.environ, **env})
 
 
 def release(module: str, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
     """Run ``python -m release.<module> ARGS`` as the sessions do; with ok, assert it succeeded."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **SCCACHE}
     env.pop("FLASH_ATTN_ARCH_GROUP", None)
     proc = subprocess.run([sys.executable, "-m", f"release.{module}", *args], capture_output=True, text=True,
                           env=env, cwd=ROOT)  # fmt: skip
@@ -86,6 +99,8 @@ def shards(tmp_path_factory) -> list[Path]:
     pytest.importorskip("torch")
     pytest.importorskip("scikit_build_core")  # the build requirements (nox -s tests installs them)
     _cmake()
+    if shutil.which("sccache") is None:
+        pytest.skip("sccache is not installed (nox -s tests installs tool_pins.cache: pip install sccache)")
     out = tmp_path_factory.mktemp("shards")
     for index in (1, 2):
         build_shard(index, out)
@@ -139,15 +154,36 @@ def test_rerun_compiles_nothing_and_gives_the_same_bytes(flow, gathered, tmp_pat
     )
 
 
-def test_a_shard_rebuilt_with_nothing_changed_compiles_nothing(shards, tmp_path: Path):
-    proc = build_shard(2, tmp_path)
+def _shard2_build_dir() -> Path:
     (kdir,) = [p for p in BUILD_ROOT.iterdir() if p.name.startswith("kernels-custom_sm80-") and "shard2of2" in p.name]
-    summary = json.loads((kdir / "flash_attn_build_summary.json").read_text())
+    return kdir
+
+
+def test_a_shard_rebuilt_with_nothing_changed_compiles_nothing(shards, tmp_path: Path):
+    build_shard(2, tmp_path)
+    summary = json.loads((_shard2_build_dir() / "flash_attn_build_summary.json").read_text())
     assert summary["units_compiled"] == 0, summary
     (again,) = tmp_path.glob("kernels-*-shard2of2")
-    assert json.loads((again / "kernels-manifest.json").read_text())["objects"] == json.loads(
-        (shards[1] / "kernels-manifest.json").read_text()
-    )["objects"], "same key, same objects (sha256)"
+    assert (
+        json.loads((again / "kernels-manifest.json").read_text())["objects"]
+        == json.loads((shards[1] / "kernels-manifest.json").read_text())["objects"]
+    ), "same key, same objects (sha256)"
+
+
+def test_a_clean_rebuild_of_a_shard_is_served_from_sccache(shards, tmp_path: Path):
+    shutil.rmtree(_shard2_build_dir())  # a fresh machine's build folder, at the same path
+    proc = build_shard(2, tmp_path)
+    summary = json.loads((_shard2_build_dir() / "flash_attn_build_summary.json").read_text())
+    assert summary["units_compiled"] == 1, summary  # Ninja ran the compile ...
+    assert summary["compile_cache"]["hits"] >= 1 and summary["compile_cache"]["misses"] == 0, (
+        summary
+    )  # ... sccache served it
+    assert "compile cache (sccache) hits / misses" in proc.stdout
+    (again,) = tmp_path.glob("kernels-*-shard2of2")
+    assert (
+        json.loads((again / "kernels-manifest.json").read_text())["objects"]
+        == json.loads((shards[1] / "kernels-manifest.json").read_text())["objects"]
+    ), "objects from the cache are the compiled bytes"
 
 
 def test_shards_split_the_set_and_the_kernel_objects_reference_no_torch(shards, gathered):
@@ -224,13 +260,17 @@ def test_shared_object_and_build_info(built: Path):
     # the project tables the runtime needs, from build-manifest.json
     assert info["head_dims"] == [32, 64, 96, 128, 192, 256] and info["min_arch"] == 80
     assert info["arch_groups"]["legacy"] == ["sm_80", "sm_89", "sm_90"] and "blackwell" in info["arch_groups"]
-    assert re.match(r"^\d+\.\d+", info["torch_version"]) and info["cuda_version"].startswith(info["torch_cuda_version"].split(".")[0])
+    assert re.match(r"^\d+\.\d+", info["torch_version"]) and info["cuda_version"].startswith(
+        info["torch_cuda_version"].split(".")[0]
+    )
 
 
 def test_exports_nothing_but_loading_needs_and_no_libpython(built: Path):
     so = built / "_C_custom.so"
     nm = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True, check=True)
-    exported = [line.split()[-1] for line in nm.stdout.splitlines() if line.split()[1:2] and line.split()[1] in "TDBRVW"]
+    exported = [
+        line.split()[-1] for line in nm.stdout.splitlines() if line.split()[1:2] and line.split()[1] in "TDBRVW"
+    ]
     # Our code and upstream's kernels must stay hidden; only toolchain/runtime glue may remain.
     leaked = [s for s in exported if "flash" in s.lower() or "cutlass" in s.lower()]
     assert not leaked, f"{len(leaked)} flash/cutlass symbols exported, e.g. {leaked[:5]}"
@@ -243,8 +283,8 @@ def test_exports_nothing_but_loading_needs_and_no_libpython(built: Path):
 def test_torch_loads_it_and_registers_the_documented_operators(built: Path):
     code = f"""
 import json, re, torch
-torch.ops.load_library({str(built / '_C_custom.so')!r})
-doc = open({str(ROOT / 'docs' / 'operators.md')!r}).read()
+torch.ops.load_library({str(built / "_C_custom.so")!r})
+doc = open({str(ROOT / "docs" / "operators.md")!r}).read()
 for name in ["fwd", "varlen_fwd", "bwd", "varlen_bwd", "fwd_kvcache", "build_info"]:
     op = getattr(torch.ops.flash_attn, name).default
     schema = str(op._schema).replace("flash_attn::", "")

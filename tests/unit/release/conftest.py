@@ -19,3 +19,20 @@ from release_fakes import make_wheel  # noqa: E402
 @pytest.fixture
 def fake_wheel(tmp_path):
     return make_wheel(tmp_path / "raw")
+
+
+@pytest.fixture(autouse=True)
+def no_kernels_build(monkeypatch):
+    """The wheel flow's first step (release.kernels.build: a real CMake build of the kernel objects)
+    is replaced by one that returns an archive path and an empty summary, so the flow tests reach
+    the binding build (builder.run_build, which they replace themselves). Returns the calls."""
+    from release import kernels, progress
+
+    calls = []
+
+    def fake_build(opts, tc, shard="", out=None):
+        calls.append((opts, shard))
+        return Path("/nonexistent/kernels-fake/archive"), progress.summary([], 0.0)
+
+    monkeypatch.setattr(kernels, "build", fake_build)
+    return calls

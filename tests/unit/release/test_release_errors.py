@@ -121,7 +121,7 @@ def test_bad_jobs_and_fatbin_mode(tmp_path):
 def ns(**kw):
     base = {dest: None for dest, _, _ in options.PASS_THROUGH}
     base.update(group="legacy", kernel_set=None, cuda_archs=None, torch_version=None, out=None, build_root=None,
-                jobs=None, smoke=True, smoke_deps=True, verbose=False)  # fmt: skip
+                jobs=None, smoke=True, smoke_deps=True, verbose=False, kernels=None, cache=None)  # fmt: skip
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -148,7 +148,9 @@ def test_defines_pass_every_option_with_its_default():
                  "FLASH_ATTN_JOBS": "", "FLASH_ATTN_FATBIN_COMPRESSION": "size", "FLASH_ATTN_SOURCE_DIR": "",
                  "FLASH_ATTN_SDIST": "", "FLASH_ATTN_CUTLASS_DIR": "", "FLASH_ATTN_APPLY_DELTAS": "ON",
                  "FLASH_ATTN_RESCALE_THRESHOLD": "8.0", "FLASH_ATTN_PACKED_FMA": "ON",
-                 "FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET": "OFF"}  # fmt: skip
+                 "FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET": "OFF", "FLASH_ATTN_KERNELS": "",
+                 "FLASH_ATTN_KERNELS_ONLY": "OFF", "FLASH_ATTN_SHARD": "", "CMAKE_CUDA_COMPILER_LAUNCHER": "",
+                 "CMAKE_CXX_COMPILER_LAUNCHER": ""}  # fmt: skip
     assert {name for _, name, _ in options.PASS_THROUGH} <= set(d)
 
 
