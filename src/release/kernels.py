@@ -221,8 +221,10 @@ def build(opts: options.BuildOptions, tc: toolchain.Toolchain, shard: str = "", 
     progress.write_trace(bdir, entries)
     group_token = build_key.group_token(opts.group, opts.cuda_archs)
     set_token = build_key.kernel_set_token(opts.kernel_set)
-    archive = pack(bdir, out if out is not None else bdir / "archive", group_token, set_token, tc)
-    return archive, summary
+    if out is None:
+        out = bdir / "archive"
+        shutil.rmtree(out, ignore_errors=True)  # the archive of an earlier key of this folder
+    return pack(bdir, out, group_token, set_token, tc), summary
 
 
 def gather(paths: list[Path], out: Path) -> Path:
@@ -322,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         from . import wheels  # the group checks of the wheel sessions
 
         opts = wheels.options_of(ns)
+        if opts.kernels is not None:
+            raise ReleaseError("--kernels links an archive into a wheel (nox -s wheel_<group>); a kernels build makes one")
         if ns.shard:
             try:
                 _paths.kernel_set().parse_shard(ns.shard)
