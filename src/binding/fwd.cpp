@@ -46,12 +46,13 @@ void check_return_softmax(bool return_softmax, double dropout_p, const ArgChecke
 }
 
 // The Philox state a forward returns.  The kernels write it only on their dropout path, so
-// without dropout the (0,) tensor stands for "no state" instead of two unwritten int64s; with
+// without dropout the (0,) tensor stands for "no state" (set_forward_rng allocated none); with
 // dropout and no launch (no keys or no queries) it is zeroed.  Every output is then
 // deterministic, which torch.library.opcheck and torch.compile's eager-vs-traced
 // comparison need (the fakes in flash_attn/_ops.py return the same shapes).
-at::Tensor returned_rng_state(const at::Tensor& used, double dropout_p, bool launched) {
-  if (dropout_p <= 0.0) return at::empty({0}, used.options());
+at::Tensor returned_rng_state(const at::Tensor& used, double dropout_p, bool launched,
+                              const at::TensorOptions& opts) {
+  if (dropout_p <= 0.0) return at::empty({0}, opts.dtype(at::kLong));
   if (!launched) used.zero_();
   return used;
 }
@@ -141,7 +142,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
   }
 
   return {fold.unfold_out_batched(out), fold.unfold_lse_batched(lse), p,
-          returned_rng_state(rng_used, dropout_p, launch)};
+          returned_rng_state(rng_used, dropout_p, launch, opts)};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -287,7 +288,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
   }
 
   return {fold.unfold_out_packed(out), fold.unfold_lse_packed(lse), p,
-          returned_rng_state(rng_used, dropout_p, launch)};
+          returned_rng_state(rng_used, dropout_p, launch, opts)};
 }
 
 }  // namespace flash_attn_wheels::binding
