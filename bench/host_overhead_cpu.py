@@ -1,7 +1,7 @@
 """The Python layer's share of the per-call host time, measured on the CPU (no GPU, no build).
 
-Registers operators with the schemas of docs/operators.md in the namespace
-``flash_attn_cpu_bench``, implemented for CPU tensors by the fake implementations of
+Registers operators with the schemas of docs/operators.md (inferred from the fakes' annotations)
+in the namespace ``flash_attn_cpu_bench``, implemented for CPU tensors by the fake implementations of
 ``flash_attn._ops`` (called once per input shape; later calls return those outputs, so the
 operator itself costs little more than the dispatcher), binds them as the loader binds the native
 library, and times, per call, each public function against its raw operator handle with the
@@ -26,7 +26,6 @@ Prints one line per case: api, raw and api - raw (median, min). Exits 0; it chec
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
 import sys
 import time
@@ -41,17 +40,14 @@ import flash_attn  # noqa: E402
 from flash_attn import _build_info, _checks, _compat, _loader, _ops  # noqa: E402
 
 NAMESPACE = "flash_attn_cpu_bench"
-DOCS = REPO_ROOT / "docs" / "operators.md"
 
 
-def documented_schemas() -> dict[str, str]:
-    """``{name: schema}`` from the operator table of docs/operators.md."""
-    schemas = {}
-    for line in DOCS.read_text(encoding="utf-8").splitlines():
-        match = re.match(r"\| `(\w+)` \| `([^`]+)`", line.strip())
-        if match:
-            schemas[match.group(1)] = match.group(2)
-    return schemas
+def schema(name: str) -> str:
+    """The schema of operator ``name`` inferred from its fake's annotations (the fakes take the
+    arguments of docs/operators.md in order, tests/unit/runtime/test_fakes.py checks that); int,
+    not SymInt, as the native library declares them."""
+    mutated = ("k_cache", "v_cache") if name == "fwd_kvcache" else ()
+    return name + torch.library.infer_schema(_ops.FAKES[name], mutates_args=mutated).replace("SymInt", "int")
 
 
 def _memoized(fake):
@@ -70,10 +66,10 @@ def _memoized(fake):
 def setup() -> None:
     """Define the CPU operators, bind them and make the loader state say "ready" for the CPU."""
     library = torch.library.Library(NAMESPACE, "DEF")
-    for name, schema in documented_schemas().items():
-        library.define(schema)
-        if name in _ops.FAKES:
-            library.impl(name, _memoized(_ops.FAKES[name]), "CPU")
+    for name, fake in _ops.FAKES.items():
+        library.define(schema(name))
+        library.impl(name, _memoized(fake), "CPU")
+    library.define("build_info() -> str")
     library.impl("build_info", lambda: "{}", "CompositeExplicitAutograd")
     setup.library = library  # keep the registrations alive
     info = {
