@@ -1,11 +1,13 @@
 """Per-call host overhead of the public flash_attn functions, beside their raw operators and SDPA.
 
 Used by ``bench/kernels.py --host-overhead`` (one run, the same tensors for every
-implementation). Each case is timed as ``--host-calls`` (default 300) back-to-back calls between
-two ``torch.cuda.synchronize()``, wall time by ``time.perf_counter``, divided by the number of
-calls, repeated ``--host-repeats`` (default 5) times; the reported figure is the median of the
-repeats, in microseconds per call. For shapes whose kernels finish faster than the host can
-issue them this is the host time per call (Python, dispatcher, launch), which is what an
+implementation). Each sample is ``--host-calls`` (default 300) back-to-back calls between two
+``torch.cuda.synchronize()``, wall time by ``time.perf_counter``, divided by the number of calls;
+every implementation of a case gets ``--host-repeats`` (default 15) samples, interleaved: sample
+r of each implementation of the case, then sample r + 1, the starting implementation rotated each
+round, so a drift of GPU clocks or host load hits them alike instead of whichever ran last. The
+reported figure is the median of the samples, in microseconds per call. For shapes whose kernels
+finish faster than the host can issue them this is the host time per call (Python, dispatcher, launch), which is what an
 inference loop pays.
 
 Cases (fp16), the shapes of the issue that measured 15-25 us of Python overhead per call:
@@ -79,21 +81,6 @@ def cases(tiny: bool = False) -> tuple[list[DenseCase], list[DecodeCase]]:
         for a in (False, True)
     ]
     return dense, decode
-
-
-def per_call_us(fn, calls: int, repeats: int, sync) -> list[float]:
-    """Microseconds per call of ``calls`` back-to-back calls, once per repeat."""
-    fn()
-    sync()
-    out = []
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        out.append((time.perf_counter() - t0) / calls * 1e6)
-    return out
 
 
 def _raw_ops(torch):
@@ -208,6 +195,16 @@ def calls_for(torch, device: str, label: str, flash_attn, with_baselines: bool, 
     return out
 
 
+def sample_us(fn, calls: int, sync) -> float:
+    """Microseconds per call of ``calls`` back-to-back calls of ``fn`` between two ``sync()``."""
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
 def run(
     torch,
     device: str,
@@ -221,23 +218,40 @@ def run(
     classify,
     seed: int = 0,
 ) -> list[dict]:
-    """Time every call of :func:`calls_for`; one record per call, failures as their status."""
+    """Time every call of :func:`calls_for`, the implementations of one case interleaved sample by
+    sample (see the module documentation); one record per call, failures as their status."""
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
-    records = []
-    for case, function, impl, fn, context in calls_for(
-        torch, device, label, flash_attn, with_baselines, tiny, generator
-    ):
-        record = {"case": case, "function": function, "impl": impl}
+    entries = calls_for(torch, device, label, flash_attn, with_baselines, tiny, generator)
+    records = [{"case": case, "function": function, "impl": impl} for case, function, impl, _, _ in entries]
+    samples: list[list[float]] = [[] for _ in entries]
+    by_case: dict[str, list[int]] = {}
+    for index, entry in enumerate(entries):
+        by_case.setdefault(entry[0], []).append(index)
+
+    def attempt(index: int, action) -> bool:
+        """``action(fn)`` under the entry's context; False (the failure recorded) when it raised."""
+        _, _, _, fn, context = entries[index]
         try:
             with context():
-                times = per_call_us(fn, calls, repeats, sync)
-            record.update(status="ok", us=bc.summarize(times, 2), calls=calls, repeats=repeats)
+                action(fn)
+            return True
         except Exception as exc:
-            record.update(status=classify(exc), message=f"{type(exc).__name__}: {str(exc)[:300]}")
+            records[index].update(status=classify(exc), message=f"{type(exc).__name__}: {str(exc)[:300]}")
             with contextlib.suppress(Exception):
                 sync()
-        records.append(record)
+            return False
+
+    for indices in by_case.values():
+        live = [i for i in indices if attempt(i, lambda fn: (fn(), sync()))]  # warm-up call
+        for r in range(repeats):
+            start = r % len(live) if live else 0
+            for index in live[start:] + live[:start]:
+                if "status" not in records[index]:  # not failed in an earlier round
+                    attempt(index, lambda fn, index=index: samples[index].append(sample_us(fn, calls, sync)))
+    for index, record in enumerate(records):
+        if "status" not in record:
+            record.update(status="ok", us=bc.summarize(samples[index], 2), calls=calls, repeats=repeats)
     return records
 
 
@@ -319,8 +333,9 @@ def render(table: list[dict], calls: int, repeats: int) -> str:
         )
     text = (
         "\n## Host overhead per call\n\n"
-        f"- microseconds per call: median over {repeats} repeats of {calls} back-to-back calls between two "
-        "synchronizations (perf_counter); fp16; `raw op` is `torch.ops.flash_attn.<op>.default` with the "
+        f"- microseconds per call: median over {repeats} samples of {calls} back-to-back calls between two "
+        "synchronizations (perf_counter), the implementations of a case interleaved sample by sample; fp16; "
+        "`raw op` is `torch.ops.flash_attn.<op>.default` (the OpOverload, called from Python) with the "
         "arguments the function passes\n"
         f"- targets: `flash_attn_func` <= {API_TARGET_VS_SDPA}x SDPA flash; `flash_attn_with_kvcache` within "
         f"{KVCACHE_TARGET_US:.0f} us of its raw operator\n\n"

@@ -578,7 +578,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="also time the per-call host overhead of the public functions (bench/host_overhead.py)",
     )
     p.add_argument("--host-calls", type=int, default=300, help="back-to-back calls per repeat (default 300)")
-    p.add_argument("--host-repeats", type=int, default=5, help="repeats of the host-overhead timing (default 5)")
+    p.add_argument(
+        "--host-repeats", type=int, default=15, help="samples per implementation, host-overhead timing (default 15)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help=argparse.SUPPRESS)  # cpu: tests only
     p.add_argument("--worker-timeout-s", type=float, default=1200)

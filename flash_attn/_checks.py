@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from . import _build_info, _loader
+from . import _build_info, _loader, _ops
 from ._errors import InputError, KernelNotBuiltError
 from ._tracing import constant_result
 
@@ -65,8 +65,11 @@ def _admit(device: torch.device) -> bool:
     return True
 
 
-def require_device(q: Any) -> None:
+def require_device(q: Any) -> dict[str, Callable[..., Any]]:
     """Raise unless kernels can run where ``q`` lives; the work is done once per device.
+
+    Returns the operators to call, by name: :data:`flash_attn._ops.OPS` (the handles Dynamo
+    traces) while ``torch.compile`` traces, :data:`flash_attn._ops.EAGER` otherwise.
 
     Raises:
         InputError: ``q`` is not a tensor, or not on a CUDA device.
@@ -75,11 +78,12 @@ def require_device(q: Any) -> None:
     """
     if not isinstance(q, torch.Tensor):
         raise InputError(f"q must be a torch.Tensor, got {type(q).__name__}")
-    device = q.device
     if torch.compiler.is_compiling():
-        _admit(device)  # at trace time only (marked constant): compiled graphs carry no check
-    elif device not in _READY:
-        _admit(device)
+        _admit(q.device)  # at trace time only (marked constant): compiled graphs carry no check
+        return _ops.OPS
+    if q.device not in _READY:
+        _admit(q.device)
+    return _ops.EAGER
 
 
 def window(window_size: Any) -> tuple[Any, Any]:

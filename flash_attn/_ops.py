@@ -9,8 +9,11 @@ in ``docs/operators.md``). This module holds:
   every operator exists, registers the fakes with ``torch.library.register_fake`` (the operator
   must exist first, hence not at import) and remembers the operator handles;
 * :data:`OPS`, the operator handles (``torch.ops.<namespace>.<name>.default``, the overload
-  itself, so a call skips the packet's overload resolution) that the public functions and the
-  autograd layer call directly, every argument positional in schema order.
+  itself, so a call skips the packet's overload resolution) that the autograd layer and, while
+  ``torch.compile`` traces, the public functions call, every argument positional in schema order;
+* :data:`EAGER`, the C++ callable behind each of those handles (what ``OpOverload.__call__``
+  forwards to): the public functions call it outside tracing, which spares the Python frame of
+  ``OpOverload.__call__`` on every inference call (Dynamo only knows the handle).
 
 Fakes allocate like the C++ operators: ``out``/``dq``/``dk``/``dv`` with ``torch.empty_like`` of
 q/k/v (same strides as upstream's ``empty_like``; ``out`` of q as the operator sees it, which
@@ -43,6 +46,7 @@ __all__ = [
     "varlen_bwd_fake",
     "fwd_kvcache_fake",
     "OPS",
+    "EAGER",
     "build_info_json",
 ]
 
@@ -222,6 +226,10 @@ FAKES: dict[str, Callable[..., Any]] = {
 # Operator handles (OpOverload ``.default``), filled by bind().
 OPS: dict[str, Any] = {}
 
+# The same operators as the C++ callables the handles forward to (``OpOverload._op``; the handle
+# itself where a torch lacks that attribute), filled by bind(). For eager calls only.
+EAGER: dict[str, Any] = {}
+
 
 class Binding:
     """The result of :func:`bind`: the namespace and the registrations; :meth:`close` undoes them."""
@@ -233,6 +241,7 @@ class Binding:
     def close(self) -> None:
         """Remove the fake registrations and forget the operator handles (used by tests)."""
         OPS.clear()
+        EAGER.clear()
         if self._library is not None:
             self._library._destroy()
             self._library = None
@@ -271,6 +280,8 @@ def bind(namespace: str = "flash_attn") -> Binding:
         raise
     OPS.clear()
     OPS.update(handles)
+    EAGER.clear()
+    EAGER.update({name: getattr(handle, "_op", handle) for name, handle in handles.items()})
     return Binding(namespace, library)
 
 

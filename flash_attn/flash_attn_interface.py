@@ -50,7 +50,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import _checks, _ops
+from . import _checks
 from ._autograd import FlashAttnFunc, FlashAttnVarlenFunc
 
 __all__ = [
@@ -86,10 +86,11 @@ def _prepare(q, k, v, softmax_scale, window_size):
     256 is passed unchanged, so the operator's message names the caller's size. Strides are the
     operators' business (they copy a strided last dim themselves).
 
-    Returns ``(q, k, v, D, padded, softmax_scale, (left, right))``; k and v may be None (KV cache).
+    Returns ``(ops, q, k, v, D, padded, softmax_scale, left, right)``: ``ops`` the operators to
+    call (:func:`flash_attn._checks.require_device`); k and v may be None (KV cache).
     """
-    _checks.require_device(q)
-    window = _checks.window(window_size)
+    ops = _checks.require_device(q)
+    left, right = _checks.window(window_size)
     head_dim = q.shape[-1]
     if softmax_scale is None:
         softmax_scale = head_dim ** (-0.5)
@@ -99,77 +100,7 @@ def _prepare(q, k, v, softmax_scale, window_size):
         q = F.pad(q, pad)
         k = None if k is None else F.pad(k, pad)
         v = None if v is None else F.pad(v, pad)
-    return q, k, v, head_dim, padded, softmax_scale, window
-
-
-def _wants_grad(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether autograd must record the call (grad mode on and q, k or v requiring grad)."""
-    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-
-
-def _attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    dropout_p: float,
-    softmax_scale: float | None,
-    causal: bool,
-    window_size: tuple[int, int],
-    softcap: float,
-    alibi_slopes: torch.Tensor | None,
-    deterministic: bool,
-    return_attn_probs: bool,
-):
-    q, k, v, head_dim, padded, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
-    return_softmax = bool(return_attn_probs) and dropout_p > 0
-    args = (q, k, v, alibi_slopes, dropout_p, softmax_scale, bool(causal), left, right, softcap, return_softmax, None)
-    if _wants_grad(q, k, v):
-        out, softmax_lse, s_dmask = FlashAttnFunc.apply(bool(deterministic), *_distinct(q, k, v), *args[3:])
-    else:
-        try:  # inline rather than _checks.call: this is the per-call path of inference
-            out, softmax_lse, s_dmask, _ = _ops.OPS["fwd"](*args)
-        except RuntimeError as error:
-            raise _checks.translate(error) from None
-    if padded:
-        out = out[..., :head_dim]
-    return (out, softmax_lse, s_dmask) if return_attn_probs else out
-
-
-def _varlen_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_seqlens_q: torch.Tensor,
-    cu_seqlens_k: torch.Tensor,
-    max_seqlen_q: int,
-    max_seqlen_k: int,
-    dropout_p: float,
-    softmax_scale: float | None,
-    causal: bool,
-    window_size: tuple[int, int],
-    softcap: float,
-    alibi_slopes: torch.Tensor | None,
-    deterministic: bool,
-    return_attn_probs: bool,
-    block_table: torch.Tensor | None,
-):
-    q, k, v, head_dim, padded, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
-    return_softmax = bool(return_attn_probs) and dropout_p > 0
-    args = (
-        *(q, k, v, cu_seqlens_q, cu_seqlens_k, None, None, block_table, alibi_slopes, max_seqlen_q, max_seqlen_k),
-        *(dropout_p, softmax_scale, False, bool(causal), left, right, softcap, return_softmax, None),
-    )
-    if _wants_grad(q, k, v):
-        distinct = _distinct(q, k, v, cu_seqlens_q, cu_seqlens_k)
-        out, softmax_lse, s_dmask = FlashAttnVarlenFunc.apply(bool(deterministic), *distinct, *args[5:])
-    else:
-        try:
-            out, softmax_lse, s_dmask, _ = _ops.OPS["varlen_fwd"](*args)
-        except RuntimeError as error:
-            raise _checks.translate(error) from None
-    if padded:
-        out = out[..., :head_dim]
-    return (out, softmax_lse, s_dmask) if return_attn_probs else out
+    return ops, q, k, v, head_dim, padded, softmax_scale, left, right
 
 
 def flash_attn_qkvpacked_func(
@@ -216,7 +147,7 @@ def flash_attn_qkvpacked_func(
     """
     _checks.packed("qkv", qkv, 5, 3, "(B, S, 3, H, D)")
     q, k, v = qkv.unbind(dim=2)
-    return _attention(
+    return flash_attn_func(
         q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic, return_attn_probs
     )
 
@@ -268,7 +199,7 @@ def flash_attn_kvpacked_func(
     """
     _checks.packed("kv", kv, 5, 2, "(B, Sk, 2, Hk, D)")
     k, v = kv.unbind(dim=2)
-    return _attention(
+    return flash_attn_func(
         q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic, return_attn_probs
     )
 
@@ -322,9 +253,20 @@ def flash_attn_func(
         UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
         LibraryLoadError: the native library or its build info is broken.
     """
-    return _attention(
-        q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic, return_attn_probs
-    )
+    ops, q, k, v, head_dim, padded, softmax_scale, left, right = _prepare(q, k, v, softmax_scale, window_size)
+    return_softmax = bool(return_attn_probs) and dropout_p > 0
+    args = (q, k, v, alibi_slopes, dropout_p, softmax_scale, bool(causal), left, right, softcap, return_softmax, None)
+    # Autograd records the call only with grad mode on and q, k or v requiring grad.
+    if (q.requires_grad or k.requires_grad or v.requires_grad) and torch.is_grad_enabled():
+        out, softmax_lse, s_dmask = FlashAttnFunc.apply(bool(deterministic), *_distinct(q, k, v), *args[3:])
+    else:
+        try:  # inline rather than _checks.call: this is the per-call path of inference
+            out, softmax_lse, s_dmask, _ = ops["fwd"](*args)
+        except RuntimeError as error:
+            raise _checks.translate(error) from None
+    if padded:
+        out = out[..., :head_dim]
+    return (out, softmax_lse, s_dmask) if return_attn_probs else out
 
 
 def flash_attn_varlen_qkvpacked_func(
@@ -377,7 +319,7 @@ def flash_attn_varlen_qkvpacked_func(
     """
     _checks.packed("qkv", qkv, 4, 3, "(T, 3, H, D)")
     q, k, v = qkv.unbind(dim=1)
-    return _varlen_attention(
+    return flash_attn_varlen_func(
         q,
         k,
         v,
@@ -452,7 +394,7 @@ def flash_attn_varlen_kvpacked_func(
     """
     _checks.packed("kv", kv, 4, 2, "(Tk, 2, Hk, D)")
     k, v = kv.unbind(dim=1)
-    return _varlen_attention(
+    return flash_attn_varlen_func(
         q,
         k,
         v,
@@ -536,24 +478,23 @@ def flash_attn_varlen_func(
         UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
         LibraryLoadError: the native library or its build info is broken.
     """
-    return _varlen_attention(
-        q,
-        k,
-        v,
-        cu_seqlens_q,
-        cu_seqlens_k,
-        max_seqlen_q,
-        max_seqlen_k,
-        dropout_p,
-        softmax_scale,
-        causal,
-        window_size,
-        softcap,
-        alibi_slopes,
-        deterministic,
-        return_attn_probs,
-        block_table,
+    ops, q, k, v, head_dim, padded, softmax_scale, left, right = _prepare(q, k, v, softmax_scale, window_size)
+    return_softmax = bool(return_attn_probs) and dropout_p > 0
+    args = (
+        *(q, k, v, cu_seqlens_q, cu_seqlens_k, None, None, block_table, alibi_slopes, max_seqlen_q, max_seqlen_k),
+        *(dropout_p, softmax_scale, False, bool(causal), left, right, softcap, return_softmax, None),
     )
+    if (q.requires_grad or k.requires_grad or v.requires_grad) and torch.is_grad_enabled():
+        distinct = _distinct(q, k, v, cu_seqlens_q, cu_seqlens_k)
+        out, softmax_lse, s_dmask = FlashAttnVarlenFunc.apply(bool(deterministic), *distinct, *args[5:])
+    else:
+        try:
+            out, softmax_lse, s_dmask, _ = ops["varlen_fwd"](*args)
+        except RuntimeError as error:
+            raise _checks.translate(error) from None
+    if padded:
+        out = out[..., :head_dim]
+    return (out, softmax_lse, s_dmask) if return_attn_probs else out
 
 
 def flash_attn_with_kvcache(
@@ -628,7 +569,7 @@ def flash_attn_with_kvcache(
         UnsupportedGPUError: this wheel's arch group cannot run on the GPU; the message names the wheel to install.
         LibraryLoadError: the native library or its build info is broken.
     """
-    q_op, k_op, v_op, head_dim, pad, softmax_scale, (left, right) = _prepare(q, k, v, softmax_scale, window_size)
+    ops, q_op, k_op, v_op, head_dim, pad, softmax_scale, left, right = _prepare(q, k, v, softmax_scale, window_size)
     if isinstance(cache_seqlens, int):
         length = _checks.cache_seqlens_length(cache_seqlens)
         cache_seqlens = torch.full((q.shape[0],), length, dtype=torch.int32, device=q.device)
@@ -638,8 +579,11 @@ def flash_attn_with_kvcache(
         rotary_sin = rotary_sin.contiguous()
     # Padding copies the caches (the appended rows are copied back below); without padding they
     # go to the operator as they are, which rejects a last dim it could only fill in a copy.
-    k_cache_op = F.pad(k_cache, [0, q_op.shape[-1] - head_dim]) if pad else k_cache
-    v_cache_op = F.pad(v_cache, [0, q_op.shape[-1] - head_dim]) if pad else v_cache
+    if pad:
+        k_cache_op = F.pad(k_cache, [0, q_op.shape[-1] - head_dim])
+        v_cache_op = F.pad(v_cache, [0, q_op.shape[-1] - head_dim])
+    else:
+        k_cache_op, v_cache_op = k_cache, v_cache
     args = (
         q_op,
         k_cache_op,
@@ -661,12 +605,13 @@ def flash_attn_with_kvcache(
         bool(rotary_interleaved),
         num_splits,
     )
-    if _wants_grad(q, k_cache, v_cache):  # no backward: keep autograd off the outputs and caches
+    # No backward: keep autograd off the outputs and caches when any input would record one.
+    if (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad) and torch.is_grad_enabled():
         with torch.no_grad():
-            out, softmax_lse = _checks.call(_ops.OPS["fwd_kvcache"], *args)
+            out, softmax_lse = _checks.call(ops["fwd_kvcache"], *args)
     else:
         try:  # inline rather than _checks.call: decode calls this once per token
-            out, softmax_lse = _ops.OPS["fwd_kvcache"](*args)
+            out, softmax_lse = ops["fwd_kvcache"](*args)
         except RuntimeError as error:
             raise _checks.translate(error) from None
     if pad:

@@ -167,7 +167,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
   set_backward_operands(params, batched(dout), batched(dq), batched(dk_h), batched(dv_h));
   set_common_bwd(params, chk, device, alibi_slopes, dropout_p, softmax_scale, softcap, mask, acc,
                  deterministic, lse, softmax_d);
-  const at::Tensor rng = set_backward_rng(params, dropout_p, rng_state, device, chk);
+  // softmax_d: >= 128 fp32 per (batch, head), a valid pointer for the no-dropout case.
+  const at::Tensor rng = set_backward_rng(params, dropout_p, rng_state, device, chk, softmax_d);
 
   // -- run --------------------------------------------------------------------------------------
   run_backward(params, Sq == 0 || Sk == 0, device.index(), dq, dk, dv, dk_h, dv_h, softmax_d,
@@ -252,7 +253,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
   params.unpadded_lse = true;  // LSE is (H, Tq)
   set_common_bwd(params, chk, device, alibi_slopes, dropout_p, softmax_scale, softcap, mask, acc,
                  deterministic, lse, softmax_d);
-  const at::Tensor rng = set_backward_rng(params, dropout_p, rng_state, device, chk);
+  // softmax_d: >= 128 fp32 per (batch, head), a valid pointer for the no-dropout case.
+  const at::Tensor rng = set_backward_rng(params, dropout_p, rng_state, device, chk, softmax_d);
 
   // -- run --------------------------------------------------------------------------------------
   run_backward(params, max_seqlen_q == 0 || max_seqlen_k == 0, device.index(), dq, dk, dv, dk_h,

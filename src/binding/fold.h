@@ -6,10 +6,18 @@
 // One thread block then serves a whole group from a single pass over that head's K/V, instead
 // of G blocks each re-reading it.  Rows of one head must not interact with their position for
 // this to be exact, so it is only used without mask, ALiBi or dropout (see can_fold_heads).
-// Results are mapped back so callers always see (B, 1, H, D) / (B, H, 1) (or the packed forms).
+//
+// The fold is only a way of addressing: the kernels take a base pointer and row/head strides
+// (Operand), so the folded view of q and out is described by strides over the caller's tensors
+// (row stride = their head stride, head stride = G times it) and nothing is reshaped, copied
+// or mapped back.  out and softmax_lse are allocated in the caller's shapes: the kernels' folded
+// LSE, (B, Hk, G) for a padded batch and (Hk, G, B) for a packed one, is (B, H, 1) and (H, B)
+// byte for byte.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
 
 #include "params.h"
 
@@ -43,44 +51,23 @@ class HeadFold {
     return out;
   }
 
-  // (B, 1, H, D) -> (B, G, Hk, D); a view when q's strides allow it.
-  at::Tensor fold_batched(const at::Tensor& q) const {
-    if (!active_) return q;
-    return q.reshape({b_, h_k_, groups(), q.size(-1)}).transpose(1, 2);
+  // Operand of q or out as the kernels address it.  `t` is (B, Sq, H, D) (padded batch) or
+  // (Tq, H, D) (packed; Tq == B when folded).  Folded, row g of head hk is query head
+  // hk * G + g of the sequence's one token: the batch stride is t's stride(0), the row stride
+  // t's head stride and the head stride G times that.  Not folded: batched(t) or packed(t).
+  Operand operand_of(const at::Tensor& t, bool is_packed) const {
+    if (!active_) return is_packed ? packed(t) : batched(t);
+    Operand o;
+    o.ptr = t.data_ptr();
+    o.batch_stride = t.stride(0);
+    o.row_stride = t.stride(-2);
+    o.head_stride = t.stride(-2) * groups();
+    return o;
   }
 
-  // (B, H, D) (one token per sequence) -> (B * G, Hk, D), contiguous.
-  at::Tensor fold_packed(const at::Tensor& q) const {
-    if (!active_) return q;
-    return q.reshape({b_, h_k_, groups(), q.size(-1)})
-        .transpose(1, 2)
-        .reshape({int64_t(b_) * groups(), h_k_, q.size(-1)});
-  }
-
-  // (B, G, Hk, D) -> (B, 1, H, D).  The last dim is taken from `out` (it may be padded).
-  at::Tensor unfold_out_batched(const at::Tensor& out) const {
-    if (!active_) return out;
-    return out.transpose(1, 2).reshape({b_, 1, h_, out.size(-1)});
-  }
-
-  // (B, Hk, G) -> (B, H, 1).
-  at::Tensor unfold_lse_batched(const at::Tensor& lse) const {
-    if (!active_) return lse;
-    return lse.reshape({b_, h_, 1});
-  }
-
-  // (B * G, Hk, D) -> (B, H, D).
-  at::Tensor unfold_out_packed(const at::Tensor& out) const {
-    if (!active_) return out;
-    return out.reshape({b_, groups(), h_k_, out.size(-1)})
-        .transpose(1, 2)
-        .reshape({b_, h_, out.size(-1)});
-  }
-
-  // The kernels write a folded varlen LSE as (Hk, G, B); that is (H, Tq) with Tq == B.
-  at::Tensor unfold_lse_packed(const at::Tensor& lse) const {
-    if (!active_) return lse;
-    return lse.reshape({h_, b_});
+  // Query rows of the packed problem the kernels see (params.total_q): B * G folded, else Tq.
+  int64_t kernel_total_q(int64_t total_q) const {
+    return active_ ? int64_t(b_) * groups() : total_q;
   }
 
  private:

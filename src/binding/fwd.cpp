@@ -46,12 +46,13 @@ void check_return_softmax(bool return_softmax, double dropout_p, const ArgChecke
 }
 
 // The Philox state a forward returns.  The kernels write it only on their dropout path, so
-// without dropout the (0,) tensor stands for "no state" instead of two unwritten int64s; with
+// without dropout the (0,) tensor stands for "no state" (set_forward_rng allocated none); with
 // dropout and no launch (no keys or no queries) it is zeroed.  Every output is then
 // deterministic, which torch.library.opcheck and torch.compile's eager-vs-traced
 // comparison need (the fakes in flash_attn/_ops.py return the same shapes).
-at::Tensor returned_rng_state(const at::Tensor& used, double dropout_p, bool launched) {
-  if (dropout_p <= 0.0) return at::empty({0}, used.options());
+at::Tensor returned_rng_state(const at::Tensor& used, double dropout_p, bool launched,
+                              const at::TensorOptions& opts) {
+  if (dropout_p <= 0.0) return at::empty({0}, opts.dtype(at::kLong));
   if (!launched) used.zero_();
   return used;
 }
@@ -100,20 +101,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
                               has_alibi, /*single_query_shortcut=*/true);
   const HeadFold fold(int(B), int(Sq), int(H), int(Hk), int(D),
                       can_fold_heads(int(Sq), int(H), int(Hk), mask, dropout_p, has_alibi));
-  const at::Tensor qk = fold.fold_batched(q);
   const Dims dims = fold.dims(int(Sk));
 
-  // -- results ------------------------------------------------------------------------------------
+  // -- results (in the caller's shapes, folded or not: fold.h) ------------------------------------
   const auto opts = q.options();
   const auto f32 = opts.dtype(at::kFloat);
-  at::Tensor out = at::empty_like(qk);
-  at::Tensor lse = at::empty({dims.b, dims.h, dims.seqlen_q}, f32);
+  at::Tensor out = at::empty_like(q);
+  at::Tensor lse = at::empty({B, H, Sq}, f32);
   at::Tensor p = probabilities_buffer(return_softmax, dims, opts);
 
   // -- parameters -------------------------------------------------------------------------------
   FwdParams params{};
   start_params(params, dims, q.scalar_type() == at::kBFloat16);
-  set_forward_operands(params, batched(qk), batched(k), batched(v), batched(out));
+  set_forward_operands(params, fold.operand_of(q, /*is_packed=*/false), batched(k), batched(v),
+                       fold.operand_of(out, /*is_packed=*/false));
   params.softmax_lse_ptr = lse.data_ptr();
   params.p_ptr = return_softmax ? p.data_ptr() : nullptr;
   set_softmax(params, softmax_scale, softcap);
@@ -140,8 +141,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
     p.narrow(3, dims.seqlen_k, p.size(3) - dims.seqlen_k).zero_();
   }
 
-  return {fold.unfold_out_batched(out), fold.unfold_lse_batched(lse), p,
-          returned_rng_state(rng_used, dropout_p, launch)};
+  return {out, lse, p, returned_rng_state(rng_used, dropout_p, launch, opts)};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -218,15 +218,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
   const bool fold_ok = Tq == B && can_fold_heads(int(max_seqlen_q), int(H), int(Hk), mask,
                                                  dropout_p, has_alibi);
   const HeadFold fold(int(B), int(max_seqlen_q), int(H), int(Hk), int(D), fold_ok);
-  const at::Tensor qk = fold.fold_packed(q);
   const Dims dims = fold.dims(int(max_seqlen_k));
-  const int64_t total_q = qk.size(0);
+  const int64_t total_q = fold.kernel_total_q(Tq);
 
-  // -- results ------------------------------------------------------------------------------------
+  // -- results (in the caller's shapes, folded or not: fold.h) ------------------------------------
   const auto opts = q.options();
   const auto f32 = opts.dtype(at::kFloat);
-  at::Tensor out = at::empty_like(qk);
-  at::Tensor lse = at::empty({dims.h, total_q}, f32);
+  at::Tensor out = at::empty_like(q);
+  at::Tensor lse = at::empty({H, Tq}, f32);
   at::Tensor p = probabilities_buffer(return_softmax, dims, opts);
   if (zero_tensors) {
     out.zero_();
@@ -237,8 +236,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
   FwdParams params{};
   start_params(params, dims, q.scalar_type() == at::kBFloat16);
   // Folded q is a padded batch of G rows per sequence; otherwise cu_seqlens_q locates rows.
-  const Operand q_op = fold.active() ? operand(qk, qk.stride(0) * dims.seqlen_q) : packed(qk);
-  const Operand out_op = fold.active() ? operand(out, out.stride(0) * dims.seqlen_q) : packed(out);
+  const Operand q_op = fold.operand_of(q, /*is_packed=*/true);
+  const Operand out_op = fold.operand_of(out, /*is_packed=*/true);
   // A paged cache is addressed per page: its "batch" stride is the page stride.
   const Operand k_op = paged ? batched(k) : packed(k);
   const Operand v_op = paged ? batched(v) : packed(v);
@@ -286,8 +285,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
     clear_probability_padding(p, len_q, len_k);
   }
 
-  return {fold.unfold_out_packed(out), fold.unfold_lse_packed(lse), p,
-          returned_rng_state(rng_used, dropout_p, launch)};
+  return {out, lse, p, returned_rng_state(rng_used, dropout_p, launch, opts)};
 }
 
 }  // namespace flash_attn_wheels::binding

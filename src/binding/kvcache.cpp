@@ -156,19 +156,19 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
                               int(cache_len), has_alibi, /*single_query_shortcut=*/true);
   const HeadFold fold(int(B), int(Sq), int(H), int(Hk), int(D),
                       can_fold_heads(int(Sq), int(H), int(Hk), mask, 0.0, has_alibi));
-  const at::Tensor qk = fold.fold_batched(q);
   const Dims dims = fold.dims(int(cache_len));
 
-  // -- results ------------------------------------------------------------------------------------
+  // -- results (in the caller's shapes, folded or not: fold.h) ------------------------------------
   const auto f32 = q.options().dtype(at::kFloat);
-  at::Tensor out = at::empty_like(qk);
-  at::Tensor lse = at::empty({dims.b, dims.h, dims.seqlen_q}, f32);
+  at::Tensor out = at::empty_like(q);
+  at::Tensor lse = at::empty({B, H, Sq}, f32);
 
   // -- parameters -------------------------------------------------------------------------------
   FwdParams params{};
   start_params(params, dims, q.scalar_type() == at::kBFloat16);
   // A paged cache is addressed per page: batched() takes the page stride as "batch" stride.
-  set_forward_operands(params, batched(qk), batched(k_cache), batched(v_cache), batched(out));
+  set_forward_operands(params, fold.operand_of(q, /*is_packed=*/false), batched(k_cache),
+                       batched(v_cache), fold.operand_of(out, /*is_packed=*/false));
   params.softmax_lse_ptr = lse.data_ptr();
   if (appending) {
     const Operand kn = batched(*k);
@@ -220,7 +220,7 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
     run_fwd(params, current_stream(device.index()), split_kv);
   }
 
-  return {fold.unfold_out_batched(out), fold.unfold_lse_batched(lse)};
+  return {out, lse};
 }
 
 }  // namespace flash_attn_wheels::binding

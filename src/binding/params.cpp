@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
@@ -218,13 +219,6 @@ SplitKvScratch set_split_kv(FwdParams& p, int requested, int sm_count,
     // The split kernels have no dropout path; the caller launches the regular kernel.
     return scratch;
   }
-  if (requested < 1 &&
-      !has_kernel("fwd_split", p.is_bf16, p.d, p.is_causal)) {
-    // The heuristic only picks split-KV for speed: a kernel set without the split units
-    // (e.g. 'ci' or a forward-only list) runs the plain kernel instead of failing.
-    p.num_splits = 1;
-    return scratch;
-  }
   if (requested < 1) {
     // Key tile width and query tile height of the split-KV kernels, by head dim.
     const int kv_tile = p.d <= 64 ? 256 : (p.d <= 128 ? 128 : 64);
@@ -233,6 +227,12 @@ SplitKvScratch set_split_kv(FwdParams& p, int requested, int sm_count,
     const int q_blocks = (p.seqlen_q + q_tile - 1) / q_tile;
     // Two 128-thread blocks fit on one SM.
     p.num_splits = choose_num_splits(p.b * p.h * q_blocks, sm_count * 2, kv_blocks, 128);
+    // The heuristic only picks split-KV for speed: a kernel set without the split units
+    // (e.g. 'ci' or a forward-only list) runs the plain kernel instead of failing.  Asked only
+    // when the heuristic wants a split (has_kernel walks the set's list; most calls need none).
+    if (p.num_splits > 1 && !has_kernel("fwd_split", p.is_bf16, p.d, p.is_causal)) {
+      p.num_splits = 1;
+    }
   }
   chk.expect(p.num_splits <= 128, "num_splits must be at most 128, got ", p.num_splits);
   if (p.num_splits > 1) {
@@ -298,48 +298,49 @@ void store_philox(FwdParams& p, const at::PhiloxCudaState& state) {
 at::Tensor set_forward_rng(FwdParams& p, double dropout_p, const std::optional<at::Tensor>& given,
                            const c10::Device& device, const ArgChecker& chk,
                            at::Tensor& keep_alive) {
+  store_philox(p, at::PhiloxCudaState{});
+  p.rng_state = nullptr;
+  if (given.has_value()) check_rng_state(*given, chk, device);  // validated with or without dropout
+  // Without dropout the kernels neither read the Philox state nor write rng_state (both only on
+  // their dropout path), so nothing is allocated and the generator is left alone: the call then
+  // costs no allocation, no generator lock and no offset advance.
+  if (dropout_p <= 0.0) return at::Tensor();
+
   at::Tensor used = at::empty({2}, at::TensorOptions().dtype(at::kLong).device(device));
   p.rng_state = reinterpret_cast<uint64_t*>(used.data_ptr());
-  store_philox(p, at::PhiloxCudaState{});
-
-  if (given.has_value()) {
-    check_rng_state(*given, chk, device);
-    if (dropout_p > 0.0) {
-      if (given->is_cpu()) {
-        // Known on the host: pass by value.
-        const at::Tensor host = given->contiguous();
-        const int64_t* v = host.const_data_ptr<int64_t>();
-        store_philox(p, at::PhiloxCudaState(static_cast<uint64_t>(v[0]), static_cast<uint64_t>(v[1])));
-      } else {
-        // On the device: let the kernel read it (the "captured" form of the Philox state, which
-        // dereferences both pointers at run time).  No host synchronisation needed.
-        keep_alive = given->contiguous();
-        int64_t* v = keep_alive.data_ptr<int64_t>();
-        store_philox(p, at::PhiloxCudaState(v, v + 1, 0));
-      }
-    }
-  } else if (dropout_p > 0.0) {
+  if (!given.has_value()) {
     const at::Generator& gen_handle = at::cuda::detail::getDefaultCUDAGenerator(device.index());
     auto* gen = at::check_generator<at::CUDAGeneratorImpl>(gen_handle);
     // The generator is shared by every thread of the process.
     std::lock_guard<std::mutex> lock(gen->mutex_);
     store_philox(p, gen->philox_cuda_state(static_cast<uint64_t>(philox_increment(p))));
+  } else if (given->is_cpu()) {
+    // Known on the host: pass by value.
+    const at::Tensor host = given->contiguous();
+    const int64_t* v = host.const_data_ptr<int64_t>();
+    store_philox(p, at::PhiloxCudaState(static_cast<uint64_t>(v[0]), static_cast<uint64_t>(v[1])));
+  } else {
+    // On the device: let the kernel read it (the "captured" form of the Philox state, which
+    // dereferences both pointers at run time).  No host synchronisation needed.
+    keep_alive = given->contiguous();
+    int64_t* v = keep_alive.data_ptr<int64_t>();
+    store_philox(p, at::PhiloxCudaState(v, v + 1, 0));
   }
   return used;
 }
 
 at::Tensor set_backward_rng(BwdParams& p, double dropout_p, const at::Tensor& rng_state,
-                            const c10::Device& device, const ArgChecker& chk) {
-  at::Tensor on_device;
-  if (dropout_p > 0.0) {
-    check_rng_state(rng_state, chk, device);
-    on_device = rng_state.to(device, /*non_blocking=*/false, /*copy=*/false).contiguous();
-  } else if (rng_state.defined() && rng_state.numel() >= 2 && rng_state.device() == device &&
-             rng_state.scalar_type() == at::kLong && rng_state.is_contiguous()) {
-    on_device = rng_state;  // unused by the math, but dereferenced by the kernel
-  } else {
-    on_device = at::zeros({2}, at::TensorOptions().dtype(at::kLong).device(device));
+                            const c10::Device& device, const ArgChecker& chk,
+                            const at::Tensor& unused_state_buffer) {
+  if (dropout_p <= 0.0) {
+    // The kernel dereferences p.rng_state unconditionally but uses the values only on its
+    // dropout path: any 16 bytes of device memory of this call will do, so nothing is allocated
+    // or filled per call (the forward returns a (0,) rng_state without dropout).
+    p.rng_state = reinterpret_cast<uint64_t*>(unused_state_buffer.data_ptr());
+    return unused_state_buffer;
   }
+  check_rng_state(rng_state, chk, device);
+  at::Tensor on_device = rng_state.to(device, /*non_blocking=*/false, /*copy=*/false).contiguous();
   p.rng_state = reinterpret_cast<uint64_t*>(on_device.data_ptr());
   return on_device;
 }
@@ -347,19 +348,43 @@ at::Tensor set_backward_rng(BwdParams& p, double dropout_p, const at::Tensor& rn
 // ---------------------------------------------------------------------------------------------
 // Device
 
-int sm_count(c10::DeviceIndex device) {
-  int count = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-  return count;
-}
+namespace {
 
-void require_ampere_or_newer(c10::DeviceIndex device, const ArgChecker& chk) {
+// What the operators read of a device: its compute capability and SM count.
+struct DeviceAttributes {
   int major = 0;
   int minor = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  chk.expect(major >= 8, "FlashAttention-2 needs a GPU of compute capability 8.0 (Ampere) or "
-             "newer; cuda:", static_cast<int>(device), " is sm_", major, minor);
+  int sm_count = 0;
+};
+
+// The attributes of every visible device, queried once per process (thread-safe static
+// initialisation), so an operator call makes no driver query.  ATen's cached device properties
+// (ATen/cuda/CUDAContext.h) would do too, but that header needs the cuSPARSE/cuBLAS headers,
+// which the build does not put on the include path.
+const DeviceAttributes& device_attributes(c10::DeviceIndex device) {
+  static const std::vector<DeviceAttributes> all = [] {
+    std::vector<DeviceAttributes> out(static_cast<size_t>(c10::cuda::device_count()));
+    for (size_t i = 0; i < out.size(); ++i) {
+      const int index = static_cast<int>(i);
+      C10_CUDA_CHECK(cudaDeviceGetAttribute(&out[i].major, cudaDevAttrComputeCapabilityMajor, index));
+      C10_CUDA_CHECK(cudaDeviceGetAttribute(&out[i].minor, cudaDevAttrComputeCapabilityMinor, index));
+      C10_CUDA_CHECK(cudaDeviceGetAttribute(&out[i].sm_count, cudaDevAttrMultiProcessorCount, index));
+    }
+    return out;
+  }();
+  TORCH_CHECK(device >= 0 && static_cast<size_t>(device) < all.size(), "flash_attn: CUDA device ",
+              static_cast<int>(device), " is not one of the ", all.size(), " visible devices");
+  return all[static_cast<size_t>(device)];
+}
+
+}  // namespace
+
+int sm_count(c10::DeviceIndex device) { return device_attributes(device).sm_count; }
+
+void require_ampere_or_newer(c10::DeviceIndex device, const ArgChecker& chk) {
+  const DeviceAttributes& a = device_attributes(device);
+  chk.expect(a.major >= 8, "FlashAttention-2 needs a GPU of compute capability 8.0 (Ampere) or "
+             "newer; cuda:", static_cast<int>(device), " is sm_", a.major, a.minor);
 }
 
 cudaStream_t current_stream(c10::DeviceIndex device) {

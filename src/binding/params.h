@@ -160,30 +160,38 @@ inline int64_t philox_increment(const FwdParams& p) {
   return static_cast<int64_t>(p.b) * p.h * 32;
 }
 
-// Forward: chooses the Philox (seed, offset) and returns the int64 CUDA tensor (2,) on
-// `device` that receives the state the kernel used (written by the kernel when dropout is
-// on; contents unspecified otherwise).
-//  - `given` (int64, 2 elements, CPU or the call's CUDA device): use that state.
+// Forward: chooses the Philox (seed, offset) and, when dropout_p > 0, returns the int64 CUDA
+// tensor (2,) on `device` that the kernel writes the state it used into.
+//  - `given` (int64, 2 elements, CPU or the call's CUDA device; validated even without dropout):
+//    use that state.
 //  - absent and dropout_p > 0: draw from the device's default CUDA generator and advance its
 //    offset by philox_increment(p) (under the generator's lock; graph-capture safe).
+//  - dropout_p == 0: returns an undefined tensor and sets p.rng_state = nullptr: the kernels
+//    read the Philox state and write rng_state only on their dropout path, so the call
+//    allocates nothing and leaves the generator alone.
 // `keep_alive` receives any temporary the kernel reads from; hold it until after the launch.
 at::Tensor set_forward_rng(FwdParams& p, double dropout_p, const std::optional<at::Tensor>& given,
                            const c10::Device& device, const ArgChecker& chk,
                            at::Tensor& keep_alive);
 
-// Backward: points p.rng_state at the (seed, offset) the forward used.  The backward kernel
-// always reads it, so a valid device pointer is set even without dropout.  Returns the device
-// tensor that backs the pointer (hold it until after the launch).
+// Backward: points p.rng_state at the (seed, offset) the forward used (rng_state, validated and
+// moved to `device` when dropout_p > 0).  The backward kernel always reads the pointer but uses
+// the values only with dropout, so without dropout it points at `unused_state_buffer`: any
+// device tensor of this call holding at least 16 bytes that lives until after the launch (the
+// callers pass softmax_d); rng_state is then not looked at.  Returns the tensor that backs the
+// pointer (hold it until after the launch).
 at::Tensor set_backward_rng(BwdParams& p, double dropout_p, const at::Tensor& rng_state,
-                            const c10::Device& device, const ArgChecker& chk);
+                            const c10::Device& device, const ArgChecker& chk,
+                            const at::Tensor& unused_state_buffer);
 
 // -------------------------------------------------------------------------------------------
 // Device
 
-// Number of streaming multiprocessors of a CUDA device.
+// Number of streaming multiprocessors of a CUDA device (queried once per process).
 int sm_count(c10::DeviceIndex device);
 
-// Throws unless the device is sm_80 or newer (the FlashAttention-2 kernels need Ampere+).
+// Throws unless the device is sm_80 or newer (the FlashAttention-2 kernels need Ampere+); the
+// capability is queried once per process, so a call costs no driver query.
 void require_ampere_or_newer(c10::DeviceIndex device, const ArgChecker& chk);
 
 // The current CUDA stream of `device` (the one torch would launch on).

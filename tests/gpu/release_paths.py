@@ -4,7 +4,8 @@
     python tests/gpu/release_paths.py [--dtype fp16|bf16|all] [--head-dim 64] [--seed N] [--case NAME ...]
 
 Paths (fp16, B=2 S=512 H=8 D=64 unless --dtype/--head-dim say otherwise): base, causal, varlen,
-KV cache, window (32, 32), ALiBi, softcap 30, plus the packed variants (qkvpacked, kvpacked with
+KV cache, GQA decode (one query token, H=8/Hk=2: the head-folding path of every forward operator,
+out and LSE), window (32, 32), ALiBi, softcap 30, plus the packed variants (qkvpacked, kvpacked with
 GQA, varlen qkvpacked, varlen kvpacked with GQA) and torch.compile(fullgraph=True) of
 flash_attn_func and flash_attn_varlen_func (zero graph breaks by torch._dynamo.explain).
 
@@ -364,6 +365,62 @@ def case_kvcache(ctx: Context) -> list[Row]:
     return rows
 
 
+# The folded LSE must land on the caller's heads: exact up to fp32 rounding (the kernels and the
+# reference see the same half-precision inputs), while heads differ by ~0.05 at S=512.
+LSE_MAX_ABS = 1e-2
+
+
+def _reference_lse(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """fp32 natural-log LSE of unmasked scores: q (B, Sq, H, D), k (B, Sk, Hk, D) -> (B, H, Sq)."""
+    heads, heads_k = q.shape[2], k.shape[2]
+    kf = k.float().repeat_interleave(heads // heads_k, dim=2)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q.float(), kf) * q.shape[-1] ** -0.5
+    return torch.logsumexp(scores, dim=-1)
+
+
+def _lse_row(case: str, name: str, got: torch.Tensor, want: torch.Tensor) -> Row:
+    if got.shape != want.shape:
+        return Row(case, name, status="FAIL", note=f"shape {tuple(got.shape)} != reference {tuple(want.shape)}")
+    max_abs = (got.double() - want.double()).abs().max().item()
+    ok = max_abs <= LSE_MAX_ABS
+    return Row(case, name, max_abs, status="PASS" if ok else "FAIL", note=f"gate max_abs <= {LSE_MAX_ABS:g}")
+
+
+def case_decode_gqa(ctx: Context) -> list[Row]:
+    """One query token per sequence, GQA, no mask: the operators fold each group's query heads into
+    rows of one head (src/binding/fold.h). flash_attn_func (q a strided slice), flash_attn_varlen_func
+    (one token per sequence) and flash_attn_with_kvcache (with and without appending): out and LSE."""
+    case = f"decode GQA {HEADS}/{KV_HEADS}"
+    d = ctx.head_dim
+    q = ctx.randn(BATCH, 1, 2 * HEADS, d)[:, :, :HEADS]  # not contiguous: the fold reads q's strides
+    k, v = ctx.randn(BATCH, SEQLEN, KV_HEADS, d), ctx.randn(BATCH, SEQLEN, KV_HEADS, d)
+    ref, ref_lse = reference(q, k, v), _reference_lse(q, k)
+    out, lse, _ = flash_attn_func(q, k, v, return_attn_probs=True)
+    rows = [compare(case, "func out", out, ref, ctx.dtype), _lse_row(case, "func lse", lse, ref_lse)]
+
+    cu_q = torch.arange(BATCH + 1, device=ctx.device, dtype=torch.int32)
+    cu_k = cu_q * SEQLEN
+    packed_k, packed_v = k.reshape(-1, KV_HEADS, d), v.reshape(-1, KV_HEADS, d)
+    out, lse, _ = flash_attn_varlen_func(q[:, 0], packed_k, packed_v, cu_q, cu_k, 1, SEQLEN, return_attn_probs=True)
+    rows += [compare(case, "varlen out", out, ref[:, 0], ctx.dtype)]
+    rows += [_lse_row(case, "varlen lse", lse, ref_lse[..., 0].T)]  # (H, Tq), Tq = B
+
+    k_cache, v_cache = k.clone(), v.clone()
+    out, lse = flash_attn_with_kvcache(q, k_cache, v_cache, return_softmax_lse=True)
+    rows += [compare(case, "kvcache out", out, ref, ctx.dtype), _lse_row(case, "kvcache lse", lse, ref_lse)]
+
+    k_new, v_new = k[:, -1:].clone(), v[:, -1:].clone()  # append the last token to a cache that lacks it
+    k_cache, v_cache = torch.zeros_like(k), torch.zeros_like(v)
+    k_cache[:, :-1], v_cache[:, :-1] = k[:, :-1], v[:, :-1]
+    seqlens = torch.full((BATCH,), SEQLEN - 1, device=ctx.device, dtype=torch.int32)
+    out, lse = flash_attn_with_kvcache(
+        q, k_cache, v_cache, k_new, v_new, cache_seqlens=seqlens, return_softmax_lse=True
+    )
+    rows += [compare(case, "kvcache append out", out, ref, ctx.dtype)]
+    rows += [_lse_row(case, "kvcache append lse", lse, ref_lse)]
+    return rows
+
+
 def _graph_break_row(case: str, fn: Callable, *args) -> Row:
     torch._dynamo.reset()
     explanation = torch._dynamo.explain(fn)(*args)
@@ -427,6 +484,7 @@ CASES: dict[str, Callable[[Context], list[Row]]] = {
     "causal": case_causal,
     "varlen": case_varlen,
     "kvcache": case_kvcache,
+    "decode_gqa": case_decode_gqa,
     "window": case_window,
     "alibi": case_alibi,
     "softcap": case_softcap,

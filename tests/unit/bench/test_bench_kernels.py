@@ -3,6 +3,7 @@ results into ratios, and the Markdown report; the CLI without a GPU fails cleanl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -297,12 +298,43 @@ def test_host_overhead_cases_are_the_issues():
     assert [(c.batch, c.cache, c.append) for c in decode] == [(4, 4096, False), (4, 4096, True)]
 
 
-def test_per_call_us_times_back_to_back_calls():
+def test_sample_us_times_back_to_back_calls():
     count = []
     syncs = []
-    values = ho.per_call_us(lambda: count.append(1), calls=7, repeats=3, sync=lambda: syncs.append(1))
-    assert len(count) == 1 + 7 * 3 and len(values) == 3 and all(v >= 0 for v in values)
-    assert len(syncs) == 1 + 2 * 3  # after the warm-up call, around every repeat
+    value = ho.sample_us(lambda: count.append(1), calls=7, sync=lambda: syncs.append(1))
+    assert len(count) == 7 and len(syncs) == 2 and value >= 0
+
+
+def test_run_interleaves_the_implementations_of_a_case(monkeypatch):
+    log = []
+
+    def entry(case, impl, fail=False):
+        def fn():
+            if fail and log.count((case, impl)) >= 2:  # the warm-up and one sample pass, then it breaks
+                raise RuntimeError("boom")
+            log.append((case, impl))
+
+        return (case, "flash_attn_func", impl, fn, contextlib.nullcontext)
+
+    entries = [entry("A", "api"), entry("A", "raw"), entry("A", "sdpa_flash", fail=True), entry("B", "api")]
+    monkeypatch.setattr(ho, "calls_for", lambda *args: entries)
+
+    class FakeTorch:
+        class Generator:
+            def __init__(self, device):
+                pass
+
+            def manual_seed(self, seed):
+                pass
+
+    records = ho.run(FakeTorch, "cpu", "x", None, True, True, 1, 3, lambda: None, lambda exc: "failed")
+    a_calls = [impl for case, impl in log if case == "A"]
+    # warm-up in order, then round 0 from api, round 1 from raw, round 2 from sdpa_flash (failed by then)
+    assert a_calls == ["api", "raw", "sdpa_flash", "api", "raw", "sdpa_flash", "raw", "api", "api", "raw"]
+    by_impl = {(r["case"], r["impl"]): r for r in records}
+    assert by_impl[("A", "api")]["status"] == "ok" and by_impl[("A", "api")]["us"]["n"] == 3
+    assert by_impl[("A", "sdpa_flash")]["status"] == "failed" and "boom" in by_impl[("A", "sdpa_flash")]["message"]
+    assert by_impl[("B", "api")]["us"]["n"] == 3
 
 
 def _host(case, function, impl, us, status="ok"):
@@ -335,7 +367,7 @@ def test_host_overhead_rows_and_render():
     md = ho.render(ho.rows(workers), 300, 5)
     assert "| case | function | build | api us | raw op us | api - raw us | sdpa_flash us | sdpa_cudnn us |" in md
     assert "| B1 | `flash_attn_func` | a | 16.0 | 14.0 | 2.0 | 15.0 | - | 1.07x | met |" in md
-    assert "missed" in md and "5 repeats of 300 back-to-back calls" in md
+    assert "missed" in md and "5 samples of 300 back-to-back calls" in md and "interleaved" in md
     assert ho.render([], 300, 5) == ""
 
 

@@ -392,6 +392,27 @@ def test_compile_packed_functions(emulated):
     _compiled_matches_eager(packed, [torch.randn(2, 16, 3, 4, 64).half()])
 
 
+def test_compile_flash_attn_with_kvcache_appends_in_one_graph(emulated):
+    """Decode under torch.compile: one graph, no break, the same output and cache update as eager."""
+    q = torch.randn(2, 1, 8, 64).half()
+    k_new, v_new = torch.randn(2, 1, 2, 64).half(), torch.randn(2, 1, 2, 64).half()
+    seqlens = torch.tensor([4, 10], dtype=torch.int32)
+    caches = torch.randn(2, 32, 2, 64).half(), torch.randn(2, 32, 2, 64).half()
+
+    def decode(q, k_cache, v_cache, k, v, cache_seqlens):
+        return flash_attn.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=cache_seqlens)
+
+    explanation = torch._dynamo.explain(decode)(q, *(c.clone() for c in caches), k_new, v_new, seqlens)
+    assert explanation.graph_break_count == 0 and explanation.graph_count == 1
+    torch._dynamo.reset()
+    eager_caches, compiled_caches = [c.clone() for c in caches], [c.clone() for c in caches]
+    want = decode(q, *eager_caches, k_new, v_new, seqlens)
+    got = torch.compile(decode, fullgraph=True, backend="aot_eager")(q, *compiled_caches, k_new, v_new, seqlens)
+    torch.testing.assert_close(got, want)
+    for got_cache, want_cache, before in zip(compiled_caches, eager_caches, caches, strict=True):
+        assert torch.equal(got_cache, want_cache) and not torch.equal(got_cache, before), "appended in place"
+
+
 def test_compile_refuses_what_eager_refuses(emulated):
     """The operator owns the refusal: a compiled graph raises its message at run time, as eager does."""
     compiled = torch.compile(flash_attn.flash_attn_func, fullgraph=True, backend="aot_eager")

@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+import flash_attn
 from flash_attn import LibraryLoadError, _ops
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "operators.md"
@@ -50,6 +51,20 @@ def test_bind_keeps_the_default_overloads(emulated):
     for name in _ops.OPERATORS:
         assert isinstance(_ops.OPS[name], torch._ops.OpOverload)
         assert _ops.OPS[name] is getattr(torch.ops.flash_attn_mock, name).default
+
+
+def test_bind_keeps_the_callables_behind_the_overloads_for_eager_calls(emulated, monkeypatch):
+    assert set(_ops.EAGER) == set(_ops.OPERATORS)
+    for name in _ops.OPERATORS:
+        assert not isinstance(_ops.EAGER[name], torch._ops.OpOverload), "the eager path skips OpOverload.__call__"
+    assert _ops.EAGER["build_info"]() == _ops.OPS["build_info"]()
+    # inference calls go through EAGER, so the handle's __call__ is not what runs
+    calls = []
+    real = _ops.EAGER["fwd"]
+    monkeypatch.setitem(_ops.EAGER, "fwd", lambda *args: calls.append(args) or real(*args))
+    q = torch.randn(1, 8, 2, 64).half()
+    out = flash_attn.flash_attn_func(q, q, q)
+    assert out.shape == q.shape and len(calls) == 1 and len(calls[0]) == 12
 
 
 def test_fwd_fake_shapes():
@@ -181,3 +196,10 @@ def test_bind_refuses_an_incomplete_library():
 def test_binding_close_unregisters(emulated):
     assert _ops.is_bound()
     assert torch._C._dispatch_has_kernel_for_dispatch_key("flash_attn_mock::fwd", "Meta")
+
+
+def test_binding_close_forgets_the_handles_and_the_eager_callables():
+    binding = _ops.bind(mock_ops.define())
+    assert _ops.is_bound() and set(_ops.EAGER) == set(_ops.OPS)
+    binding.close()
+    assert _ops.OPS == {} and _ops.EAGER == {}
