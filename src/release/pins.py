@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from . import manifest
+from .errors import ReleaseError, run_main
 
 _PINS = manifest.load()["tool_pins"]
 BUILD: list[str] = list(_PINS["build"])
@@ -26,26 +27,22 @@ CACHE: list[str] = list(_PINS["cache"])
 
 def lookup(names: list[str]) -> list[str]:
     """The pinned requirement of each package name, from any pin list (``nox`` -> ``nox==2026.10.20``,
-    ``ninja`` -> ``ninja==1.13.2``). Raises KeyError naming a package that has no pin."""
+    ``ninja`` -> ``ninja==1.13.2``). Raises ReleaseError naming a package that has no pin."""
     pinned = {}
     for value in _PINS.values():
         for spec in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
             pinned.setdefault(spec.split("==")[0].lower(), spec)
     missing = [n for n in names if n.lower() not in pinned]
     if missing:
-        raise KeyError(f"no pin for {', '.join(missing)} in tool_pins of build-manifest.json")
+        raise ReleaseError(f"no pin for {', '.join(missing)} in tool_pins of build-manifest.json")
     return [pinned[n.lower()] for n in names]
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m release.pins nox ninja``: print those packages' pins, one per line (what the
     workflows install, so the versions live in build-manifest.json only). Exit 2 for an unknown one."""
-    try:
-        print("\n".join(lookup(sys.argv[1:] if argv is None else argv)))
-    except KeyError as e:
-        print(f"error: {e.args[0]}", file=sys.stderr)
-        return 2
-    return 0
+    names = sys.argv[1:] if argv is None else argv
+    return run_main(lambda: print("\n".join(lookup(names))), prog="release.pins")
 
 
 if __name__ == "__main__":
