@@ -217,3 +217,18 @@ function(flash_attn_kernel_key_of_this_build)
   set(${arg_OUT_FIELDS} "${fields}" PARENT_SCOPE)
   set(${arg_OUT_UNITS} "${units}" PARENT_SCOPE)
 endfunction()
+
+# flash_attn_torch_free_tree(PYTHON <exe> TREE <staged root>)
+#   Runs src/kernels/torch_free_tree.py on a freshly staged tree: flash.h's philox_args becomes
+#   ::flash_attn_wheels::PhiloxState (torch's at::PhiloxCudaState changes layout between torch
+#   versions; the binding converts). FATAL_ERROR with the script's message for a flash.h it does not
+#   know. The script is a STAMP_INPUT of flash_attn_prepare_upstream, so editing it restages the tree.
+function(flash_attn_torch_free_tree)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "PYTHON;TREE" "")
+  execute_process(COMMAND "${arg_PYTHON}" "${PROJECT_SOURCE_DIR}/src/kernels/torch_free_tree.py" --tree "${arg_TREE}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${err}\nflash_attn: the staged tree ${arg_TREE} cannot be made torch-free (see above).")
+  endif()
+  message(STATUS "${out}")
+endfunction()

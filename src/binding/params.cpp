@@ -2,6 +2,7 @@
 #include "params.h"
 
 #include "dispatch.h"  // has_kernel: the split-KV heuristic falls back when the set lacks split units
+#include "torch_free_bridge.h"  // kernel_philox_state
 
 #include <algorithm>
 #include <cmath>
@@ -263,31 +264,36 @@ void check_rng_state(const at::Tensor& s, const ArgChecker& chk, const c10::Devi
 
 // Flash_fwd_params::philox_args has had two shapes upstream; cmake/FlashAttnUpstream.cmake reads
 // the tree's flash.h (src/kernels/upstream_shape.py) and passes FLASH_ATTN_PHILOX_ARGS_WORDS:
-//   0  an at::PhiloxCudaState member (flash-attn 2.8.3.post2 and earlier);
-//   4  uint64_t[4], an opaque buffer holding the bytes of an at::PhiloxCudaState that the forward
-//      kernel reinterprets as one (upstream main since PR #2669). With torch 2.14's layout the words
-//      are: 0 seed (or a pointer to it), 1 offset (or a pointer to it), 2 the in-graph offset,
-//      3 the "captured" flag in its low byte.
+//   0  a Philox state member (flash-attn 2.8.3.post2 and earlier), which the staged tree declares
+//      with the kernels' own type, flash_attn_wheels::PhiloxState (src/kernels/torch_free_tree.py);
+//   4  uint64_t[4], an opaque buffer that the forward kernel reinterprets as its Philox state
+//      (upstream main since PR #2669); the torch-free kernels read it as a PhiloxState: words 0
+//      seed (or a pointer to it), 1 offset (or a pointer to it), 2 the in-graph offset, 3 the
+//      "captured" flag in its low byte.
+// Either way the binding converts torch's at::PhiloxCudaState (kernel_philox_state), whose layout
+// changes between torch versions, so one set of kernel objects serves every torch.
 #ifndef FLASH_ATTN_PHILOX_ARGS_WORDS
 #error "FLASH_ATTN_PHILOX_ARGS_WORDS is set by cmake/FlashAttnUpstream.cmake from the tree's flash.h"
 #elif FLASH_ATTN_PHILOX_ARGS_WORDS == 0
-static_assert(std::is_same_v<decltype(FwdParams::philox_args), at::PhiloxCudaState>,
-              "FLASH_ATTN_PHILOX_ARGS_WORDS=0 but flash.h does not declare at::PhiloxCudaState philox_args");
-void store_philox(FwdParams& p, const at::PhiloxCudaState& state) { p.philox_args = state; }
+static_assert(std::is_same_v<decltype(FwdParams::philox_args), flash_attn_wheels::PhiloxState>,
+              "FLASH_ATTN_PHILOX_ARGS_WORDS=0 but the staged flash.h does not declare "
+              "::flash_attn_wheels::PhiloxState philox_args (src/kernels/torch_free_tree.py)");
+void store_philox(FwdParams& p, const at::PhiloxCudaState& state) {
+  p.philox_args = flash_attn_wheels::kernel_philox_state(state);
+}
 #elif FLASH_ATTN_PHILOX_ARGS_WORDS == 4
 static_assert(std::is_same_v<decltype(FwdParams::philox_args), uint64_t[4]>,
               "FLASH_ATTN_PHILOX_ARGS_WORDS=4 but flash.h does not declare uint64_t philox_args[4]");
-// The kernel reads the buffer as an at::PhiloxCudaState: it must fit, be aligned enough, and be a
-// plain bundle of bytes (the whole parameter block is copied to the device by value).
-static_assert(sizeof(at::PhiloxCudaState) <= sizeof(FwdParams::philox_args),
-              "this torch's at::PhiloxCudaState does not fit in Flash_fwd_params::philox_args");
-static_assert(alignof(at::PhiloxCudaState) <= alignof(uint64_t),
-              "this torch's at::PhiloxCudaState needs more alignment than Flash_fwd_params::philox_args has");
-static_assert(std::is_trivially_copyable_v<at::PhiloxCudaState>,
-              "at::PhiloxCudaState must be trivially copyable to travel in Flash_fwd_params::philox_args");
+// The kernel reads the buffer as a PhiloxState: it must fit and be aligned enough (the whole
+// parameter block is copied to the device by value).
+static_assert(sizeof(flash_attn_wheels::PhiloxState) <= sizeof(FwdParams::philox_args),
+              "PhiloxState does not fit in Flash_fwd_params::philox_args");
+static_assert(alignof(flash_attn_wheels::PhiloxState) <= alignof(uint64_t),
+              "PhiloxState needs more alignment than Flash_fwd_params::philox_args has");
 void store_philox(FwdParams& p, const at::PhiloxCudaState& state) {
+  const flash_attn_wheels::PhiloxState kernel_state = flash_attn_wheels::kernel_philox_state(state);
   std::memset(p.philox_args, 0, sizeof(p.philox_args));  // defined bytes in the unused tail too
-  std::memcpy(p.philox_args, &state, sizeof(state));
+  std::memcpy(p.philox_args, &kernel_state, sizeof(kernel_state));
 }
 #else
 #error "unknown FLASH_ATTN_PHILOX_ARGS_WORDS (0 or 4, see src/kernels/upstream_shape.py)"

@@ -1,38 +1,49 @@
 // The binding's side of the torch-free kernel objects (src/kernels/torch_free/torch_free.h).
 //
-// The kernels read torch's Philox state through their own PhiloxState and report errors through
-// raise_error / raise_cuda_error. This file, compiled against torch, proves at compile time that
-// PhiloxState is laid out exactly like torch's at::PhiloxCudaState (the binding copies torch's
-// state into Flash_fwd_params::philox_args as is), and turns the kernels' errors into c10::Error,
-// which Python sees as RuntimeError.
-#include <cstddef>
+// The kernels read the dropout RNG state as PhiloxState and report errors through raise_error /
+// raise_cuda_error. This file, compiled against torch, converts torch's at::PhiloxCudaState into
+// PhiloxState after proving at compile time that every member it reads exists in this torch with a
+// type that fits ours (a torch that renamed or widened one fails here, in the binding's first
+// minute, not at run time), and turns the kernels' errors into c10::Error (RuntimeError in Python).
+#include "torch_free_bridge.h"
+
+#include <cstdint>
+#include <limits>
 #include <type_traits>
 
-#include <ATen/cuda/CUDAGeneratorImpl.h>  // torch's at::PhiloxCudaState
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
-
-#include "torch_free/torch_free.h"
 
 namespace flash_attn_wheels {
 namespace {
 
 using TorchState = at::PhiloxCudaState;
 
-static_assert(sizeof(TorchState) == sizeof(PhiloxState), "PhiloxState must have the size of at::PhiloxCudaState");
-static_assert(alignof(TorchState) == alignof(PhiloxState),
-              "PhiloxState must have the alignment of at::PhiloxCudaState");
-static_assert(offsetof(TorchState, seed_) == offsetof(PhiloxState, seed), "seed moved in at::PhiloxCudaState");
-static_assert(offsetof(TorchState, offset_) == offsetof(PhiloxState, offset), "offset moved in at::PhiloxCudaState");
-static_assert(offsetof(TorchState, offset_intragraph_) == offsetof(PhiloxState, offset_intragraph),
-              "offset_intragraph moved in at::PhiloxCudaState");
-static_assert(offsetof(TorchState, captured_) == offsetof(PhiloxState, captured),
-              "captured moved in at::PhiloxCudaState");
-static_assert(sizeof(TorchState::Payload) == sizeof(PhiloxState::Word), "Payload is no longer one 64-bit word");
-static_assert(std::is_same_v<decltype(TorchState::offset_intragraph_), uint32_t>, "offset_intragraph_ changed type");
-static_assert(std::is_same_v<decltype(TorchState::captured_), bool>, "captured_ changed type");
+static_assert(std::is_same_v<decltype(TorchState::Payload::val), uint64_t>, "torch's Philox seed/offset is not uint64_t");
+static_assert(std::is_same_v<decltype(TorchState::Payload::ptr), int64_t*>,
+              "torch's captured Philox seed/offset pointer is not int64_t*");
+using TorchIntragraph = std::remove_cv_t<decltype(TorchState::offset_intragraph_)>;
+static_assert(std::is_unsigned_v<TorchIntragraph> &&
+                  std::numeric_limits<TorchIntragraph>::digits <= std::numeric_limits<uint64_t>::digits,
+              "torch's offset_intragraph_ does not fit PhiloxState::offset_intragraph");
+static_assert(std::is_same_v<decltype(TorchState::captured_), bool>, "torch's captured_ is not a bool");
+static_assert(std::is_trivially_copyable_v<PhiloxState>, "PhiloxState travels in the kernel parameter block by value");
 
 }  // namespace
+
+PhiloxState kernel_philox_state(const at::PhiloxCudaState& state) {
+  PhiloxState out{};
+  out.captured = state.captured_;
+  out.offset_intragraph = static_cast<uint64_t>(state.offset_intragraph_);
+  if (state.captured_) {
+    out.seed.pointer = state.seed_.ptr;
+    out.offset.pointer = state.offset_.ptr;
+  } else {
+    out.seed.value = state.seed_.val;
+    out.offset.value = state.offset_.val;
+  }
+  return out;
+}
 
 void raise_error(const char* message) { TORCH_CHECK(false, message); }
 

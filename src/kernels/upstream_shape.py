@@ -65,7 +65,8 @@ PHILOX_FORMS: tuple[PhiloxForm, ...] = (
     PhiloxForm(
         name="PhiloxCudaState",
         words=0,
-        declarations=("at::PhiloxCudaState philox_args;",),
+        # the second: the same tree after src/kernels/torch_free_tree.py (a reused staged tree)
+        declarations=("at::PhiloxCudaState philox_args;", "::flash_attn_wheels::PhiloxState philox_args;"),
         kernel_reads=("at::cuda::philox::unpack(params.philox_args)",),
         origin="flash-attn 2.8.3.post2 and earlier",
     ),

@@ -9,9 +9,9 @@
 //   - its unpack into (seed, offset);
 //   - C10_CUDA_CHECK / C10_CUDA_KERNEL_LAUNCH_CHECK, which here call raise_cuda_error.
 // The binding, compiled against torch, defines raise_error and raise_cuda_error (they throw
-// c10::Error, a RuntimeError in Python) and proves with static_assert that PhiloxState has the
-// size, alignment and member offsets of torch's at::PhiloxCudaState before it hands torch's state
-// to the kernels (src/binding/torch_free_bridge.cpp).
+// c10::Error, a RuntimeError in Python) and converts torch's at::PhiloxCudaState into PhiloxState,
+// with static_asserts that every torch member it reads exists with a type that fits
+// (src/binding/torch_free_bridge.cpp).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,11 @@ namespace flash_attn_wheels {
 
 // Dropout RNG state as the forward kernel reads it: either the values themselves, or (under CUDA
 // graph capture) device pointers to the seed and to a base offset that the graph advances, plus a
-// per-capture increment. Same layout as at::PhiloxCudaState (checked by the binding).
+// per-capture increment. The member types are the widest torch has used (torch 2.14 widened its
+// offset_intragraph_ from 32 to 64 bits), so the layout is the same for every torch: the binding
+// fills it from torch's at::PhiloxCudaState member by member (src/binding/torch_free_bridge.cpp),
+// and the staged flash.h declares Flash_fwd_params::philox_args with this type
+// (src/kernels/torch_free_tree.py), so the binding and the kernels agree on the parameter block.
 struct PhiloxState {
   union Word {
     uint64_t value;
@@ -33,7 +37,7 @@ struct PhiloxState {
   };
   Word seed;
   Word offset;
-  uint32_t offset_intragraph;
+  uint64_t offset_intragraph;
   bool captured;
 };
 
