@@ -42,9 +42,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from apply_deltas import _code_only as code_only  # noqa: E402
-from apply_deltas import matching_brace  # noqa: E402
+# apply_deltas.py sits beside this script (CMake runs it as one, so this folder is sys.path[0]).
+from apply_deltas import _code_only as code_only
+from apply_deltas import matching_brace
 
 KERNEL_DIR = Path("csrc") / "flash_attn" / "src"
 EXIT_UNKNOWN = 2

@@ -137,7 +137,7 @@ def fake_python(tmp_path, monkeypatch):
     exe = tmp_path / "fakepython"
     exe.write_text(f'#!/bin/sh\nshift 2\nexec "{sys.executable}" "{script}" "$@"\n')  # drops "-m build"
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("FAKES_DIR", str(Path(__file__).parent))
+    monkeypatch.setenv("FAKES_DIR", str(Path(__file__).parents[2]))  # tests/release_fakes.py
     return str(exe)
 
 
