@@ -214,9 +214,11 @@ def test_plan_command_writes_the_job_outputs(tmp_path, monkeypatch):
 def test_gates_need_only_the_standard_library():
     """The workflow runs them with the runner's python3 before anything is installed."""
     code = (
-        "import sys; sys.path.insert(0, 'src'); import release.gates; "
+        "import sys, release.gates; "
         "bad = [m for m in ('packaging', 'wheel', 'yaml', 'rich') if m in sys.modules]; "
         "sys.exit(f'imported {bad}' if bad else 0)"
     )
-    proc = subprocess.run([sys.executable, "-I", "-c", code], cwd=ROOT, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = str(ROOT / "src")  # as the workflow runs it: PYTHONPATH=src python3 -m release.gates
+    proc = subprocess.run([sys.executable, "-s", "-c", code], cwd=ROOT, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
