@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import _paths, manifest
+from .errors import CheckFailed, ReleaseError, run_main
 
 
 def arch_groups_table(data: dict) -> str:
@@ -89,20 +90,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--root", type=Path, default=_paths.REPO_ROOT, help="checkout whose docs to render")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        data = manifest.load(args.manifest)
-        changed = stale(args.root, data)
-        if not args.check:
-            for rel in changed:
-                path = args.root / rel
-                path.write_text(render(path.read_text(encoding="utf-8"), BLOCKS[rel], data, rel), encoding="utf-8")
-    except (RuntimeError, ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    for rel in changed:
-        verb = "is stale; run nox -s doc_tables" if args.check else "rewritten"
-        print(f"release.doc_tables: {rel} {verb}", file=sys.stderr)
-    return 1 if args.check and changed else 0
+
+    def body() -> None:
+        try:
+            data = manifest.load(args.manifest)
+            changed = stale(args.root, data)
+            if not args.check:
+                for rel in changed:
+                    path = args.root / rel
+                    path.write_text(render(path.read_text(encoding="utf-8"), BLOCKS[rel], data, rel), encoding="utf-8")
+        except (RuntimeError, ValueError, OSError) as e:  # an unreadable manifest, a lost marker, a file
+            raise ReleaseError(str(e)) from None
+        if args.check and changed:
+            raise CheckFailed(f"{', '.join(changed)}: stale manifest tables; run nox -s doc_tables")
+        for rel in changed:
+            print(f"release.doc_tables: {rel} rewritten", file=sys.stderr)
+
+    return run_main(body, prog="release.doc_tables")
 
 
 if __name__ == "__main__":
