@@ -7,6 +7,9 @@ A block looks like this in a Markdown file::
     ...
     <!-- /manifest:arch-groups -->
 
+A table block is rendered whole from the manifest; a ``pins-*`` block keeps its hand-written text
+(commands, prose) and gets every ``name==version`` of a pinned tool from ``tool_pins``.
+
 ``python -m release.doc_tables`` rewrites every block from the manifest (``nox -s doc_tables``);
 ``--check`` changes nothing and exits 1 naming each stale block (a unit test runs the check).
 ``--manifest FILE`` (or ``$FLASH_ATTN_MANIFEST``) renders from another manifest; ``--root DIR``
@@ -48,9 +51,37 @@ def arch_groups_table(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-# file (relative to the checkout) -> block name -> renderer
-BLOCKS: dict[str, dict[str, Callable[[dict], str]]] = {
-    "README.md": {"arch-groups": arch_groups_table},
+def tool_pins(data: dict) -> dict[str, str]:
+    """Package name -> pinned version of every ``tool_pins`` entry (``nox==2026.10.20`` -> nox: 2026.10.20)."""
+    pins = data["tool_pins"]
+    specs = [v for k, v in pins.items() if k != "notes" and isinstance(v, str)]
+    specs += [s for k, v in pins.items() if k != "notes" and isinstance(v, list) for s in v]
+    return dict(spec.split("==", 1) for spec in specs)
+
+
+def pinned_text(data: dict, body: str) -> str:
+    """`body` (hand-written commands or prose) with each ``name==version`` of a pinned tool set to the
+    manifest's version; other text is kept as it is."""
+    pins = tool_pins(data)
+
+    def repin(m: re.Match) -> str:
+        return f"{m.group(1)}=={pins[m.group(1)]}" if m.group(1) in pins else m.group(0)
+
+    return re.sub(r"\b([A-Za-z][\w.-]*)==([0-9][\w.+]*[0-9])", repin, body)
+
+
+def _table(renderer: Callable[[dict], str]) -> Callable[[dict, str], str]:
+    return lambda data, body: renderer(data)
+
+
+# file (relative to the checkout) -> block name -> renderer(manifest, the block's current text)
+BLOCKS: dict[str, dict[str, Callable[[dict, str], str]]] = {
+    "README.md": {
+        "arch-groups": _table(arch_groups_table),
+        "pins-quick-start": pinned_text,
+        "pins-cmake": pinned_text,
+        "pins-windows": pinned_text,
+    },
 }
 
 
@@ -58,8 +89,9 @@ def _block_re(name: str) -> re.Pattern:
     return re.compile(rf"(<!-- manifest:{name} -->\n)(.*?)(<!-- /manifest:{name} -->)", re.DOTALL)
 
 
-def render(text: str, blocks: dict[str, Callable[[dict], str]], data: dict, where: str = "") -> str:
-    """`text` with each named block replaced by its rendering. Raises ValueError for a missing marker."""
+def render(text: str, blocks: dict[str, Callable[[dict, str], str]], data: dict, where: str = "") -> str:
+    """`text` with each named block replaced by its rendering (a table, or the block's own text with the
+    manifest's pins). Raises ValueError for a missing marker."""
     for name, renderer in blocks.items():
         pattern = _block_re(name)
         if not pattern.search(text):
@@ -67,8 +99,7 @@ def render(text: str, blocks: dict[str, Callable[[dict], str]], data: dict, wher
                 f"{where or 'the text'} has no <!-- manifest:{name} --> ... <!-- /manifest:{name} --> block; "
                 "restore the markers (git checkout -- that file) so the table can be rendered"
             )
-        body = renderer(data)
-        text = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(3), text)
+        text = pattern.sub(lambda m, r=renderer: m.group(1) + r(data, m.group(2)) + m.group(3), text)
     return text
 
 

@@ -123,11 +123,19 @@ def test_one_arch_group_change_reaches_every_reader(tmp_path):
         assert f"'legacy' arch group (SASS {sass})" in verdict.message, verdict.message
         assert "Install the .legacy wheel" in verdict.message
 
-    # the docs' table: rendered from the copy it shows the change, and the checkout's README is stale
-    table = doc_tables.arch_groups_table(manifest.load(changed))
-    assert "| `legacy` | sm_80, sm_86, sm_89, sm_90 | compute_90 |" in table
+    # the docs' table: the checkout's README is current for its manifest and stale for the copy;
+    # `nox -s doc_tables` (release.doc_tables) on a copy of the docs writes the changed row
+    row = "| `legacy` | sm_80, sm_86, sm_89, sm_90 | compute_90 |"
+    assert row in doc_tables.arch_groups_table(manifest.load(changed))
     assert doc_tables.main(["--check"]) == 0
     assert doc_tables.main(["--check", "--manifest", str(changed)]) == 1
+    docs = tmp_path / "docs_copy"
+    for rel in doc_tables.BLOCKS:
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (docs / rel).write_bytes((ROOT / rel).read_bytes())
+    assert doc_tables.main(["--manifest", str(changed), "--root", str(docs)]) == 0
+    assert row in (docs / "README.md").read_text(encoding="utf-8")
+    assert doc_tables.main(["--check", "--manifest", str(changed), "--root", str(docs)]) == 0
 
     assert _checkout_fingerprint() == before, "a reader wrote into the checkout"
 
@@ -172,6 +180,24 @@ def test_cmake_names_a_missing_manifest_entry(tmp_path):
     )
     assert proc.returncode != 0
     assert "has no entry 'archs.family_specific.sms'" in " ".join(proc.stderr.split())
+
+
+def test_a_pin_change_reaches_the_readme_commands(tmp_path):
+    data = copy.deepcopy(DATA)
+    data["tool_pins"]["nox"] = "nox==2099.1.1"
+    data["tool_pins"]["build"] = [
+        s if not s.startswith("cmake==") else "cmake==9.9.9" for s in data["tool_pins"]["build"]
+    ]
+    changed = tmp_path / "build-manifest.json"
+    changed.write_text(json.dumps(data), encoding="utf-8")
+    docs = tmp_path / "docs_copy"
+    docs.mkdir()
+    (docs / "README.md").write_bytes((ROOT / "README.md").read_bytes())
+    assert doc_tables.main(["--check", "--manifest", str(changed), "--root", str(docs)]) == 1
+    assert doc_tables.main(["--manifest", str(changed), "--root", str(docs)]) == 0
+    text = (docs / "README.md").read_text(encoding="utf-8")
+    assert text.count("nox==2099.1.1") == 2 and "nox==" + DATA["tool_pins"]["nox"].split("==")[1] not in text
+    assert "cmake==9.9.9 ninja==" in text
 
 
 def test_the_docs_tables_are_current():
