@@ -7,8 +7,9 @@ A block looks like this in a Markdown file::
     ...
     <!-- /manifest:arch-groups -->
 
-A table block is rendered whole from the manifest; a ``pins-*`` block keeps its hand-written text
-(commands, prose) and gets every ``name==version`` of a pinned tool from ``tool_pins``.
+A table block is rendered whole from the manifest; a ``pins-*`` or ``values-*`` block keeps its
+hand-written text (commands, prose, an options table) and gets the manifest's values put in: every
+``name==version`` of a pinned tool from ``tool_pins``, the GiB per nvcc job from ``build``.
 
 ``python -m release.doc_tables`` rewrites every block from the manifest (``nox -s doc_tables``);
 ``--check`` changes nothing and exits 1 naming each stale block (a unit test runs the check).
@@ -59,15 +60,18 @@ def tool_pins(data: dict) -> dict[str, str]:
     return dict(spec.split("==", 1) for spec in specs)
 
 
-def pinned_text(data: dict, body: str) -> str:
-    """`body` (hand-written commands or prose) with each ``name==version`` of a pinned tool set to the
-    manifest's version; other text is kept as it is."""
+def manifest_values(data: dict, body: str) -> str:
+    """`body` (hand-written commands, prose or a table) with the manifest's values put in: each
+    ``name==version`` of a pinned tool gets the manifest's version, and the memory per nvcc job
+    (``N GiB per nvcc``, ``/ N GiB``) ``build.nvcc_memory_gib``. Other text is kept as it is."""
     pins = tool_pins(data)
+    gib = str(data["build"]["nvcc_memory_gib"])
 
     def repin(m: re.Match) -> str:
         return f"{m.group(1)}=={pins[m.group(1)]}" if m.group(1) in pins else m.group(0)
 
-    return re.sub(r"\b([A-Za-z][\w.-]*)==([0-9][\w.+]*[0-9])", repin, body)
+    body = re.sub(r"\b([A-Za-z][\w.-]*)==([0-9][\w.+]*[0-9])", repin, body)
+    return re.sub(r"(?<=/ )\d+(?= GiB)|\b\d+(?= GiB per nvcc)", gib, body)
 
 
 def _table(renderer: Callable[[dict], str]) -> Callable[[dict, str], str]:
@@ -78,10 +82,14 @@ def _table(renderer: Callable[[dict], str]) -> Callable[[dict, str], str]:
 BLOCKS: dict[str, dict[str, Callable[[dict, str], str]]] = {
     "README.md": {
         "arch-groups": _table(arch_groups_table),
-        "pins-quick-start": pinned_text,
-        "pins-cmake": pinned_text,
-        "pins-windows": pinned_text,
+        "pins-quick-start": manifest_values,
+        "values-release-cost": manifest_values,
+        "pins-cmake": manifest_values,
+        "pins-windows": manifest_values,
+        "values-options": manifest_values,
     },
+    "docs/release.md": {"values-options": manifest_values},
+    "docs/design.md": {"values-compile": manifest_values},
 }
 
 

@@ -182,22 +182,28 @@ def test_cmake_names_a_missing_manifest_entry(tmp_path):
     assert "has no entry 'archs.family_specific.sms'" in " ".join(proc.stderr.split())
 
 
-def test_a_pin_change_reaches_the_readme_commands(tmp_path):
+def test_a_pin_or_memory_figure_change_reaches_the_docs(tmp_path):
     data = copy.deepcopy(DATA)
     data["tool_pins"]["nox"] = "nox==2099.1.1"
-    data["tool_pins"]["build"] = [
-        s if not s.startswith("cmake==") else "cmake==9.9.9" for s in data["tool_pins"]["build"]
-    ]
+    build = data["tool_pins"]["build"]
+    data["tool_pins"]["build"] = ["cmake==9.9.9" if spec.startswith("cmake==") else spec for spec in build]
+    data["build"]["nvcc_memory_gib"] = 11
     changed = tmp_path / "build-manifest.json"
     changed.write_text(json.dumps(data), encoding="utf-8")
     docs = tmp_path / "docs_copy"
-    docs.mkdir()
-    (docs / "README.md").write_bytes((ROOT / "README.md").read_bytes())
+    for rel in doc_tables.BLOCKS:
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (docs / rel).write_bytes((ROOT / rel).read_bytes())
     assert doc_tables.main(["--check", "--manifest", str(changed), "--root", str(docs)]) == 1
     assert doc_tables.main(["--manifest", str(changed), "--root", str(docs)]) == 0
-    text = (docs / "README.md").read_text(encoding="utf-8")
-    assert text.count("nox==2099.1.1") == 2 and "nox==" + DATA["tool_pins"]["nox"].split("==")[1] not in text
-    assert "cmake==9.9.9 ninja==" in text
+    readme = (docs / "README.md").read_text(encoding="utf-8")
+    assert readme.count("nox==2099.1.1") == 2 and "nox==" + DATA["tool_pins"]["nox"].split("==")[1] not in readme
+    assert "cmake==9.9.9 ninja==" in readme
+    assert "(11 GiB per nvcc)" in readme and "free memory / 11 GiB" in readme
+    assert "from cores and free memory (11 GiB per nvcc)" in (docs / "docs/release.md").read_text(encoding="utf-8")
+    assert "(11 GiB per nvcc" in (docs / "docs/design.md").read_text(encoding="utf-8")
+    gib = f"{DATA['build']['nvcc_memory_gib']} GiB"
+    assert not [rel for rel in doc_tables.BLOCKS if gib in (docs / rel).read_text(encoding="utf-8")]
 
 
 def test_the_docs_tables_are_current():
