@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
-import glob
 import hashlib
 import importlib
 import importlib.metadata
@@ -50,6 +49,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from release._smoke_check import package_build_info
 from release.jsonio import json_safe
 
 GATES = {"fp16": 2e-2, "bf16": 1e-2}
@@ -566,20 +566,9 @@ def import_installed_flash_attn():
 
 
 def read_build_info(module) -> dict:
-    """The build info the package exposes, else build_info_*.json beside it."""
-    for attr in ("build_info", "get_build_info", "BUILD_INFO"):
-        value = getattr(module, attr, None)
-        if callable(value):
-            value = value()
-        if isinstance(value, str):
-            value = json.loads(value)
-        if isinstance(value, dict) and value:
-            return value
-    files = glob.glob(os.path.join(os.path.dirname(module.__file__ or ""), "build_info_*.json"))
-    if len(files) != 1:
-        raise RuntimeError(f"cannot find the build info of {module.__file__}: {files}")
-    with open(files[0], encoding="utf-8") as f:
-        return json.load(f)
+    """The build info the package exposes, else build_info_*.json beside it (the smoke check's
+    reader, release._smoke_check.package_build_info). Raises RuntimeError when there is none."""
+    return package_build_info(module)[0]
 
 
 def _cmd(cmd: list[str]) -> str | None:
