@@ -268,7 +268,7 @@ def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
-    return run_main(lambda: run(args), prog=f"release gate {args.command}")
+    return run_main(lambda: run(args), prog=f"release gate {args.command}", annotate=True)
 
 
 if __name__ == "__main__":

@@ -184,7 +184,8 @@ def test_probe_nvcc_missing(monkeypatch):
 
 
 @pytest.mark.parametrize("gha", [False, True])
-def test_run_main_maps_errors_to_exit_codes_and_annotates_on_github(monkeypatch, capsys, gha):
+@pytest.mark.parametrize("annotate", [False, True])
+def test_run_main_maps_errors_to_exit_codes_and_annotates_on_github(monkeypatch, capsys, gha, annotate):
     from release.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, CheckFailed, run_main
 
     monkeypatch.setenv("GITHUB_ACTIONS", "true" if gha else "false")
@@ -195,10 +196,10 @@ def test_run_main_maps_errors_to_exit_codes_and_annotates_on_github(monkeypatch,
     def failed():
         raise CheckFailed("a check failed")
 
-    assert run_main(bad, prog="release.x") == EXIT_BAD_INPUT == 2
+    assert run_main(bad, prog="release.x", annotate=annotate) == EXIT_BAD_INPUT == 2
     out, err = capsys.readouterr()
     assert err == "error: first line\nsecond line\n"
-    assert out == ("::error title=release.x::first line\n" if gha else "")
+    assert out == ("::error title=release.x::first line\n" if gha and annotate else "")
     assert run_main(failed, prog="release.y") == EXIT_CHECK_FAILED == 1
     assert run_main(lambda: None) == 0
 

@@ -196,7 +196,7 @@ def test_sums_command_with_the_run_matrix_or_the_full_release(tmp_path, capsys):
     assert "covers 7 of the 28 wheels" in capsys.readouterr().err
 
 
-def test_plan_command_writes_the_job_outputs(tmp_path, monkeypatch):
+def test_plan_command_writes_the_job_outputs(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary"))
     out = tmp_path / "out"
     tag = f"refs/tags/v{package_version()}"
@@ -208,7 +208,9 @@ def test_plan_command_writes_the_job_outputs(tmp_path, monkeypatch):
     assert gates.main(args) == 0
     assert out.read_text().splitlines()[0] == "publish=false"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    capsys.readouterr()
     assert gates.main(["plan", "--event", "push", "--ref", "refs/tags/v0.0.1"]) == 2
+    assert capsys.readouterr().out.startswith("::error title=release gate plan::")  # the run's summary names it
 
 
 def test_gates_need_only_the_standard_library():
