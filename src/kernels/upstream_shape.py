@@ -95,7 +95,7 @@ LAUNCH_TEMPLATES = {
 
 HINT = (
     "upstream_shape: the binding (src/binding) does not know this tree's declarations; build the pinned "
-    "flash-attn 2.8.3.post2 (leave out --source-dir / FLASH_ATTN_SOURCE_DIR), or teach "
+    "upstream sdist (`upstream` in build-manifest.json: leave out --source-dir / FLASH_ATTN_SOURCE_DIR), or teach "
     "src/kernels/upstream_shape.py and src/binding/params.cpp the new shape."
 )
 
