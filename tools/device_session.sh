@@ -26,7 +26,7 @@
 # results always come back; builds started in the background keep running for the next call.
 #
 # Needs, carried with the working tree (ignored by git): .whl/ (cmake, scikit-build-core, wheel,
-# pathspec wheels for Python 3.12) and .sdist/flash_attn-2.8.3.post2.tar.gz; the tree phase also
+# pathspec wheels for Python 3.12) and .sdist/flash_attn-<upstream pin>.tar.gz; the tree phase also
 # .trees/<name>.tar.gz (root holding csrc/flash_attn and flash_attn/__init__.py; CUTLASS comes from
 # the pinned sdist, as for `--cutlass-dir`). Work lives in
 # /tmp/fa (kept between calls while the machine stays warm). Each phase packs its logs and
@@ -51,12 +51,14 @@ OUT=${OUT:-$W/out}
 R=$W/results/$phase  # everything this phase reports; packed into $OUT/$phase.tgz at the end
 rm -rf "$R"
 mkdir -p "$W" "$OUT" "$R"
-SDIST="$ROOT/.sdist/flash_attn-2.8.3.post2.tar.gz"
+# the upstream pin (version) of build-manifest.json, read with the stdlib as .ci/run reads its pins
+UPSTREAM=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["upstream"]["version"])' "$ROOT/build-manifest.json")
+SDIST="$ROOT/.sdist/flash_attn-$UPSTREAM.tar.gz"
 JOBS=${JOBS:-16}
 KSET=${KSET:-dev} ARCHS=${ARCHS:-90}  # overridable for a rehearsal on a CPU machine (KSET=ci ARCHS=80)
 OURS=$W/ours
 DEADLINE=$(( $(date +%s) + ${PHASE_S:-570} ))
-export W ROOT SDIST JOBS OURS KSET ARCHS
+export W ROOT UPSTREAM SDIST JOBS OURS KSET ARCHS
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 
 if ls "$ROOT"/.whl/*.whl > /dev/null 2>&1; then
@@ -66,7 +68,9 @@ if ls "$ROOT"/.whl/*.whl > /dev/null 2>&1; then
   PATH="$(dirname "$cmake_bin"):$PATH"
   export PATH
 fi
-SITE="$W/site_dev${PYTHONPATH:+:$PYTHONPATH}"  # the installed wheel first
+# bench/ and tools/ import the release package's stdlib helpers (release.jsonio, release.manifest)
+export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
+SITE="$W/site_dev:$PYTHONPATH"  # the installed wheel first
 
 rc=0
 finish() {  # on every exit: copy the phase's results back as one archive
@@ -149,17 +153,17 @@ tree_wheel() {
   rm -rf "$W/tree" "$W/tree_dist" && mkdir -p "$W/tree/src" "$W/tree/pin" || return 1
   tar xzf "$tgz" -C "$W/tree/src" || return 1
   root=$(dirname "$(find "$W/tree/src" -path '*/csrc/flash_attn/src/flash.h' | head -1)")/../../..
-  tar xzf "$SDIST" -C "$W/tree/pin" flash_attn-2.8.3.post2/csrc/cutlass/include || return 1
+  tar xzf "$SDIST" -C "$W/tree/pin" "flash_attn-$UPSTREAM/csrc/cutlass/include" || return 1
   echo "tree: $tgz -> $(readlink -f "$root")"
   python3 -m build --wheel --no-isolation --skip-dependency-check -o "$W/tree_dist" -C build-dir="$W/tree/build" \
     -C cmake.define.FLASH_ATTN_ARCH_GROUP=custom -C cmake.define.FLASH_ATTN_CUDA_ARCHS="$ARCHS" \
     -C cmake.define.FLASH_ATTN_KERNEL_SET="$TREE_KSET" -C cmake.define.FLASH_ATTN_JOBS="${TREE_JOBS:-$JOBS}" \
     -C cmake.define.FLASH_ATTN_SOURCE_DIR="$(readlink -f "$root")" \
-    -C cmake.define.FLASH_ATTN_CUTLASS_DIR="$W/tree/pin/flash_attn-2.8.3.post2/csrc/cutlass/include" "$ROOT"
+    -C cmake.define.FLASH_ATTN_CUTLASS_DIR="$W/tree/pin/flash_attn-$UPSTREAM/csrc/cutlass/include" "$ROOT"
 }
 export TREE_KSET TREE_JOBS
 timed_steps() {  # wheel: validation report and kernel benchmark (with host overhead) on a quiet machine
-  PYTHONPATH="$SITE" step validate 150 python3 "$ROOT/src/release/validate.py" --out "$R" --wheel "$1" || rc=1
+  PYTHONPATH="$SITE" step validate 150 python3 "$ROOT/tools/validate.py" --out "$R" --wheel "$1" || rc=1
   step bench_kernels 70 python3 "$ROOT/bench/kernels.py" --out "$R" --build "dev=$W/site_dev" --host-overhead || rc=1
 }
 return_wheel() {  # the wheel back to this machine, in pieces the tool accepts (16 MiB each)
@@ -199,11 +203,11 @@ test)
   cd "$W" || exit 3  # never import the checkout's flash_attn/
   # correctness first (the ci builds compile meanwhile; nothing here is timed)
   PYTHONPATH="$SITE" step build_info 300 python3 -m flash_attn
-  PYTHONPATH="$SITE" step release_paths 300 python3 "$ROOT/tests/gpu/release_paths.py" --dtype all || rc=1
+  PYTHONPATH="$SITE" step release_paths 300 python3 "$ROOT/tools/release_paths.py" --dtype all || rc=1
   step rescale_skip_dev 280 python3 "$ROOT/tests/gpu/rescale_skip.py" --lib "$lib" --dims 64,128 || rc=1
   PYTHONPATH="$SITE" step opcheck 200 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
-  PYTHONPATH="$SITE" step dropout_fp16 170 python3 "$ROOT/tests/gpu/dropout_rng.py" --dtype fp16 || rc=1
-  PYTHONPATH="$SITE" step dropout_bf16 150 python3 "$ROOT/tests/gpu/dropout_rng.py" --dtype bf16 || rc=1
+  PYTHONPATH="$SITE" step dropout_fp16 170 python3 "$ROOT/tools/dropout_rng.py" --dtype fp16 || rc=1
+  PYTHONPATH="$SITE" step dropout_bf16 150 python3 "$ROOT/tools/dropout_rng.py" --dtype bf16 || rc=1
   if [ "${TIMED:-1}" = 1 ]; then
     [ "${LOAD_COST:-1}" = 1 ] && { wait_for ci_none "$(left 240)"; wait_for ci_size "$(left 240)"; }
     timed_steps "$wheel"
@@ -245,9 +249,9 @@ tree)
   cd "$W" || exit 3  # never import the checkout's flash_attn/
   TREE_SITE="$W/site_tree${PYTHONPATH:+:$PYTHONPATH}"
   PYTHONPATH="$TREE_SITE" step build_info 140 python3 -m flash_attn
-  PYTHONPATH="$TREE_SITE" step release_paths 60 python3 "$ROOT/tests/gpu/release_paths.py" --dtype all || rc=1
-  PYTHONPATH="$TREE_SITE" step dropout_fp16 30 python3 "$ROOT/tests/gpu/dropout_rng.py" --dtype fp16 || rc=1
-  PYTHONPATH="$TREE_SITE" step dropout_bf16 5 python3 "$ROOT/tests/gpu/dropout_rng.py" --dtype bf16 || rc=1
+  PYTHONPATH="$TREE_SITE" step release_paths 60 python3 "$ROOT/tools/release_paths.py" --dtype all || rc=1
+  PYTHONPATH="$TREE_SITE" step dropout_fp16 30 python3 "$ROOT/tools/dropout_rng.py" --dtype fp16 || rc=1
+  PYTHONPATH="$TREE_SITE" step dropout_bf16 5 python3 "$ROOT/tools/dropout_rng.py" --dtype bf16 || rc=1
   exit $rc
   ;;
 opcheck)

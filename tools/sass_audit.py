@@ -8,7 +8,7 @@ configuration, on a private copy of the upstream kernel sources with our deltas 
 function, of FFMA2 (packed fp32 FMA), scalar FFMA and MUFU.EX2.  Prints a Markdown table and
 writes JSON.
 
-    python tools/sass_audit.py [--tree <upstream root>] \
+    PYTHONPATH=src:src/kernels python tools/sass_audit.py [--tree <upstream root>] \
         [--configs sm_100:1,sm_100:0,sm_120:1,sm_120:0,sm_80:1] [--workdir build/sass_audit] \
         [--json build/sass_audit/sass_audit.json] [--markdown build/sass_audit/sass_audit.md]
 
@@ -32,28 +32,61 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import apply_deltas  # src/kernels/: run as PYTHONPATH=src:src/kernels python tools/sass_audit.py
+
+from release import upstream
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src" / "kernels"))
-sys.path.insert(0, str(REPO / "src"))
-import apply_deltas  # noqa: E402
-
-from release import upstream  # noqa: E402
-
 DEFAULT_CONFIGS = "sm_100:1,sm_100:0,sm_120:1,sm_120:0,sm_80:1"
 
-NVCC_FLAGS = [
-    "-std=c++20",
-    "-O3",
-    "--use_fast_math",
-    "--expt-relaxed-constexpr",
-    "--expt-extended-lambda",
-    "-U__CUDA_NO_HALF_OPERATORS__",
-    "-U__CUDA_NO_HALF_CONVERSIONS__",
-    "-U__CUDA_NO_HALF2_OPERATORS__",
-    "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
-    "-DFLASH_NAMESPACE=flash",
-    "-DNDEBUG",
-]
+# The defines the build adds beyond flash_attn_host_flags(): FLASH_NAMESPACE (CMakeLists.txt, the
+# upstream kernels' namespace macro) and NDEBUG (CMake's Release flags).
+UNIT_DEFINES = ["-DFLASH_NAMESPACE=flash", "-DNDEBUG"]
+NVCC = os.environ.get("NVCC") or shutil.which("nvcc") or "nvcc"
+
+# Drives cmake/FlashAttnHostFlags.cmake so the audit compiles with the build's own nvcc flags.
+HOST_FLAGS_SCRIPT = """\
+cmake_minimum_required(VERSION 3.25)
+include("{module}")
+flash_attn_host_flags(COMPILER_ID GNU COMPILER_VERSION "${{COMPILER_VERSION}}" CUDA_VERSION "${{CUDA_VERSION}}"
+  TORCH_VERSION "${{TORCH_VERSION}}" OUT_CXX_FLAGS cxx OUT_CUDA_FLAGS cuda OUT_CXX_STANDARD std)
+message(STATUS "RESULT OUT_CUDA_FLAGS=${{cuda}}")
+"""
+
+
+def _version_of(cmd: list[str], pattern: str) -> str:
+    """The first `pattern` group in the output of `cmd`; SystemExit naming the command when absent."""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+    except OSError as e:
+        raise SystemExit(f"[sass_audit] cannot run {cmd[0]}: {e}") from None
+    m = re.search(pattern, out)
+    if not m:
+        raise SystemExit(f"[sass_audit] no version in the output of {' '.join(cmd)}: {out.strip()[:200]}")
+    return m.group(1)
+
+
+def nvcc_flags(work: Path, nvcc: str) -> list[str]:
+    """The nvcc flags of the build for this nvcc, torch and host g++ (cmake/FlashAttnHostFlags.cmake,
+    run with ``cmake -P``), plus UNIT_DEFINES. SystemExit when cmake, nvcc or g++ is missing."""
+    import torch
+
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        raise SystemExit(
+            "[sass_audit] cmake is not on PATH; install it (the sessions' pin: tool_pins in build-manifest.json)"
+        )
+    script = work / "host_flags.cmake"
+    script.write_text(HOST_FLAGS_SCRIPT.format(module=(REPO / "cmake" / "FlashAttnHostFlags.cmake").as_posix()))
+    cuda = _version_of([nvcc, "--version"], r"release (\d+\.\d+)")
+    gxx = _version_of([os.environ.get("CUDAHOSTCXX") or "g++", "-dumpfullversion"], r"(\d+(?:\.\d+)*)")
+    cmd = [cmake, f"-DCOMPILER_VERSION={gxx}", f"-DCUDA_VERSION={cuda}", f"-DTORCH_VERSION={torch.__version__}"]
+    proc = subprocess.run([*cmd, "-P", str(script)], capture_output=True, text=True, timeout=60)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("-- RESULT OUT_CUDA_FLAGS=")]
+    if proc.returncode != 0 or not lines:
+        raise SystemExit(f"[sass_audit] flash_attn_host_flags failed:\n{proc.stderr or proc.stdout}")
+    return lines[0].split("=", 1)[1].split(";") + UNIT_DEFINES
+
 
 # Our own instantiation unit: the fp16, hdim64, non-causal forward entry point.
 UNIT_SOURCE = """\
@@ -114,26 +147,28 @@ def prepare_tree(tree: Path, work: Path) -> Path:
     return work / "tree"
 
 
-def config_key(sources: Path, cutlass: Path, arch: str, packed: int, extra: list[str]) -> str:
+def config_key(sources: Path, cutlass: Path, arch: str, packed: int, flags: list[str]) -> str:
     h = hashlib.sha256()
     for p in sorted((sources / apply_deltas.KERNEL_DIR).glob("*.h")):
         h.update(p.name.encode() + p.read_bytes())
     h.update(UNIT_SOURCE.encode())
-    h.update(" ".join(NVCC_FLAGS + extra + [arch, str(packed), str(cutlass)]).encode())
+    h.update(" ".join([*flags, arch, str(packed), str(cutlass)]).encode())
     return h.hexdigest()[:16]
 
 
-def compile_unit(work: Path, tree: Path, cutlass: Path, arch: str, packed: int, threshold: str) -> tuple[Path, float]:
+def compile_unit(
+    work: Path, tree: Path, cutlass: Path, arch: str, packed: int, threshold: str, flags: list[str]
+) -> tuple[Path, float]:
+    """Compile the unit for `arch` with the build's nvcc `flags` (nvcc_flags) and the delta switches."""
     sm = arch.split("_")[1]
     extra = [f"-DFLASH_ATTN_PACKED_FMA={packed}", f"-DFLASH_ATTN_RESCALE_THRESHOLD={threshold}"]
-    key = config_key(tree, cutlass, arch, packed, extra)
+    key = config_key(tree, cutlass, arch, packed, flags + extra)
     obj = work / f"fwd_hdim64_fp16_{arch}_packed{packed}_{key}.o"
     if obj.is_file():
         print(f"[sass_audit] {arch} packed={packed}: cached {obj.name}", flush=True)
         return obj, 0.0
-    nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "nvcc"
     cmd = [
-        nvcc,
+        NVCC,
         "-c",
         str(work / "unit_fwd_hdim64_fp16.cu"),
         "-o",
@@ -146,7 +181,7 @@ def compile_unit(work: Path, tree: Path, cutlass: Path, arch: str, packed: int, 
     ]
     for inc in torch_includes():
         cmd += ["-isystem", inc]
-    cmd += NVCC_FLAGS + extra
+    cmd += flags + extra
     print(f"[sass_audit] {arch} packed={packed}: compiling ({' '.join(cmd)})", flush=True)
     t0 = time.time()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -263,11 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     cutlass = Path(args.cutlass) if args.cutlass else tree / "csrc" / "cutlass" / "include"
     patched = prepare_tree(tree, work)
     json_path = Path(args.json) if args.json else work / "sass_audit.json"
+    flags = nvcc_flags(work, NVCC)
 
     rows = []
     for item in args.configs.split(","):
         arch, packed = item.strip().split(":")
-        obj, seconds = compile_unit(work, patched, cutlass, arch, int(packed), args.threshold)
+        obj, seconds = compile_unit(work, patched, cutlass, arch, int(packed), args.threshold, flags)
         sass = dump_sass(obj)
         if args.keep_sass:
             obj.with_suffix(".sass").write_text(sass)
@@ -286,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         # write after every config so a long run leaves partial results behind
         json_path.write_text(
-            json.dumps({"unit": "fwd hdim64 fp16 non-causal", "nvcc_flags": NVCC_FLAGS, "results": rows}, indent=2)
+            json.dumps({"unit": "fwd hdim64 fp16 non-causal", "nvcc_flags": flags, "results": rows}, indent=2)
         )
         print(f"[sass_audit] {arch} packed={packed}: {counts['total']}", flush=True)
 

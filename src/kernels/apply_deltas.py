@@ -428,8 +428,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"apply_deltas: error: {e}", file=sys.stderr)
         print(
             "apply_deltas: the tree does not have the shape the flash_attn wheels deltas (A-1, A-2) expect; "
-            "use the pinned flash-attn 2.8.3.post2 sources, or build a tree that carries its own version "
-            "with FLASH_ATTN_APPLY_DELTAS=OFF.",
+            "use the pinned upstream sources (leave out --source-dir; the pin is `upstream` in "
+            "build-manifest.json), or build a tree that carries its own version with FLASH_ATTN_APPLY_DELTAS=OFF.",
             file=sys.stderr,
         )
         return EXIT_MISMATCH

@@ -42,9 +42,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from apply_deltas import _code_only as code_only  # noqa: E402
-from apply_deltas import matching_brace  # noqa: E402
+# apply_deltas.py sits beside this script (CMake runs it as one, so this folder is sys.path[0]).
+from apply_deltas import _code_only as code_only
+from apply_deltas import matching_brace
 
 KERNEL_DIR = Path("csrc") / "flash_attn" / "src"
 EXIT_UNKNOWN = 2
@@ -96,7 +96,7 @@ LAUNCH_TEMPLATES = {
 
 HINT = (
     "upstream_shape: the binding (src/binding) does not know this tree's declarations; build the pinned "
-    "flash-attn 2.8.3.post2 (leave out --source-dir / FLASH_ATTN_SOURCE_DIR), or teach "
+    "upstream sdist (`upstream` in build-manifest.json: leave out --source-dir / FLASH_ATTN_SOURCE_DIR), or teach "
     "src/kernels/upstream_shape.py and src/binding/params.cpp the new shape."
 )
 

@@ -13,7 +13,6 @@ install pinned tools and call these modules' ``main`` functions:
 - :mod:`release.smoke`     smoke test of one wheel in a fresh virtual environment
 - :mod:`release.wheels`    the ``wheel_*`` sessions: build, tag, checksum, smoke test
 - :mod:`release.dev`       the ``dev`` session: editable install that rebuilds on import
-- :mod:`release.validate`  GPU validation suite and report (runs without nox)
-- :mod:`release.jsonio`    strict-JSON conversion for the validation report and bench/ results
+- :mod:`release.jsonio`    strict-JSON conversion for tools/validate.py's report and bench/ results
 - :mod:`release.publish`   the ``release`` session: gather, checksum and verify a release
 """

@@ -31,8 +31,14 @@ def _load_file(name: str, path: Path) -> ModuleType:
 
 @cache
 def kernel_set() -> ModuleType:
-    """src/kernels/kernel_set.py as a module (the single definition of the kernel sets)."""
-    return _load_file("flash_attn_kernel_set", KERNEL_SET_PY)
+    """src/kernels/kernel_set.py as the module ``kernel_set`` (the single definition of the kernel sets).
+
+    ``kernel_set`` is its name everywhere: src/kernels/generate_units.py, which CMake runs as a
+    script, imports it from its own folder under that name, and so do the tests (src/kernels is on
+    pytest's pythonpath); an already imported ``kernel_set`` is returned as it is. Loaded by path
+    because the release package needs only ``PYTHONPATH=src``.
+    """
+    return _load_file("kernel_set", KERNEL_SET_PY)
 
 
 @cache

@@ -3,7 +3,8 @@
 Run by release/smoke.py as ``<venv python> _smoke_check.py --expect-version V --group G`` from
 an empty working directory (so the source checkout's flash_attn/ can never be imported instead
 of the installed one). Prints one JSON object ``{"checks": [...], "build_info": {...}}`` on its
-last output line; exit status 1 when a check failed.
+last output line; exit status 1 when a check failed. tools/validate.py reads the build info with
+:func:`package_build_info` too.
 """
 
 from __future__ import annotations

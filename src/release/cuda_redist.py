@@ -26,6 +26,8 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+from .errors import ReleaseError, run_main
+
 NVIDIA_REDIST = "https://developer.download.nvidia.com/compute/cuda/redist/"
 WANTED = (
     "cuda_nvcc",
@@ -58,8 +60,8 @@ def fetch(url: str, timeout: float, delays=RETRY_DELAYS, sleep=time.sleep) -> by
 def install(version: str, root: Path, base: str = NVIDIA_REDIST) -> list[str]:
     """Install the WANTED components of `version` into `root`; returns the components installed.
 
-    Exits (SystemExit with the reason) when a required component is missing, an archive's sha256
-    differs from the manifest's, or the result has no nvvm/bin.
+    Raises ReleaseError (exit status 2 through main) when a required component is missing, an
+    archive's sha256 differs from the manifest's, or the result has no nvvm/bin.
     """
     manifest = json.loads(fetch(f"{base}redistrib_{version}.json", timeout=60))
     done = []
@@ -67,13 +69,15 @@ def install(version: str, root: Path, base: str = NVIDIA_REDIST) -> list[str]:
         item = manifest.get(name, {}).get("windows-x86_64")
         if item is None:
             if name in REQUIRED:
-                sys.exit(f"redistrib_{version}.json has no windows-x86_64 {name}; it lists {sorted(manifest)}")
+                raise ReleaseError(
+                    f"redistrib_{version}.json has no windows-x86_64 {name}; it lists {sorted(manifest)}"
+                )
             print(f"{name}: not in redistrib_{version}.json, skipped")
             continue
         data = fetch(base + item["relative_path"], timeout=900)
         digest = hashlib.sha256(data).hexdigest()
         if digest != item["sha256"]:
-            sys.exit(f"{name}: sha256 {digest} differs from the manifest's {item['sha256']}")
+            raise ReleaseError(f"{name}: sha256 {digest} differs from the manifest's {item['sha256']}")
         with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(io.BytesIO(data)) as zf:
             zf.extractall(tmp)
             (top,) = Path(tmp).iterdir()
@@ -81,18 +85,20 @@ def install(version: str, root: Path, base: str = NVIDIA_REDIST) -> list[str]:
         print(f"{name} {item.get('version')}: installed into {root}")
         done.append(name)
     if not (root / "nvvm" / "bin").is_dir():
-        sys.exit(f"no nvvm/bin under {root}: nvcc cannot compile; the manifest lists {sorted(manifest)}")
+        raise ReleaseError(f"no nvvm/bin under {root}: nvcc cannot compile; the manifest lists {sorted(manifest)}")
     return done
 
 
 def main() -> int:
-    version, root = os.environ["CUDA_FULL"], Path(os.environ["CUDA_ROOT"])
-    install(version, root, os.environ.get("CUDA_REDIST_URL") or NVIDIA_REDIST)
-    with open(os.environ["GITHUB_PATH"], "a", encoding="utf-8") as f:
-        f.write(f"{root / 'bin'}\n")
-    with open(os.environ["GITHUB_ENV"], "a", encoding="utf-8") as f:
-        f.write(f"CUDA_PATH={root}\nCUDA_HOME={root}\nCUDACXX={root / 'bin' / 'nvcc.exe'}\n")
-    return 0
+    def body() -> None:
+        version, root = os.environ["CUDA_FULL"], Path(os.environ["CUDA_ROOT"])
+        install(version, root, os.environ.get("CUDA_REDIST_URL") or NVIDIA_REDIST)
+        with open(os.environ["GITHUB_PATH"], "a", encoding="utf-8") as f:
+            f.write(f"{root / 'bin'}\n")
+        with open(os.environ["GITHUB_ENV"], "a", encoding="utf-8") as f:
+            f.write(f"CUDA_PATH={root}\nCUDA_HOME={root}\nCUDACXX={root / 'bin' / 'nvcc.exe'}\n")
+
+    return run_main(body, prog="release.cuda_redist")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,10 @@ A block looks like this in a Markdown file::
     ...
     <!-- /manifest:arch-groups -->
 
+A table block is rendered whole from the manifest; a ``pins-*`` or ``values-*`` block keeps its
+hand-written text (commands, prose, an options table) and gets the manifest's values put in: every
+``name==version`` of a pinned tool from ``tool_pins``, the GiB per nvcc job from ``build``.
+
 ``python -m release.doc_tables`` rewrites every block from the manifest (``nox -s doc_tables``);
 ``--check`` changes nothing and exits 1 naming each stale block (a unit test runs the check).
 ``--manifest FILE`` (or ``$FLASH_ATTN_MANIFEST``) renders from another manifest; ``--root DIR``
@@ -22,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import _paths, manifest
+from .errors import CheckFailed, ReleaseError, run_main
 
 
 def arch_groups_table(data: dict) -> str:
@@ -47,9 +52,44 @@ def arch_groups_table(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-# file (relative to the checkout) -> block name -> renderer
-BLOCKS: dict[str, dict[str, Callable[[dict], str]]] = {
-    "README.md": {"arch-groups": arch_groups_table},
+def tool_pins(data: dict) -> dict[str, str]:
+    """Package name -> pinned version of every ``tool_pins`` entry (``nox==2026.10.20`` -> nox: 2026.10.20)."""
+    pins = data["tool_pins"]
+    specs = [v for k, v in pins.items() if k != "notes" and isinstance(v, str)]
+    specs += [s for k, v in pins.items() if k != "notes" and isinstance(v, list) for s in v]
+    return dict(spec.split("==", 1) for spec in specs)
+
+
+def manifest_values(data: dict, body: str) -> str:
+    """`body` (hand-written commands, prose or a table) with the manifest's values put in: each
+    ``name==version`` of a pinned tool gets the manifest's version, and the memory per nvcc job
+    (``N GiB per nvcc``, ``/ N GiB``) ``build.nvcc_memory_gib``. Other text is kept as it is."""
+    pins = tool_pins(data)
+    gib = str(data["build"]["nvcc_memory_gib"])
+
+    def repin(m: re.Match) -> str:
+        return f"{m.group(1)}=={pins[m.group(1)]}" if m.group(1) in pins else m.group(0)
+
+    body = re.sub(r"\b([A-Za-z][\w.-]*)==([0-9][\w.+]*[0-9])", repin, body)
+    return re.sub(r"(?<=/ )\d+(?= GiB)|\b\d+(?= GiB per nvcc)", gib, body)
+
+
+def _table(renderer: Callable[[dict], str]) -> Callable[[dict, str], str]:
+    return lambda data, body: renderer(data)
+
+
+# file (relative to the checkout) -> block name -> renderer(manifest, the block's current text)
+BLOCKS: dict[str, dict[str, Callable[[dict, str], str]]] = {
+    "README.md": {
+        "arch-groups": _table(arch_groups_table),
+        "pins-quick-start": manifest_values,
+        "values-release-cost": manifest_values,
+        "pins-cmake": manifest_values,
+        "pins-windows": manifest_values,
+        "values-options": manifest_values,
+    },
+    "docs/release.md": {"values-options": manifest_values},
+    "docs/design.md": {"values-compile": manifest_values},
 }
 
 
@@ -57,8 +97,9 @@ def _block_re(name: str) -> re.Pattern:
     return re.compile(rf"(<!-- manifest:{name} -->\n)(.*?)(<!-- /manifest:{name} -->)", re.DOTALL)
 
 
-def render(text: str, blocks: dict[str, Callable[[dict], str]], data: dict, where: str = "") -> str:
-    """`text` with each named block replaced by its rendering. Raises ValueError for a missing marker."""
+def render(text: str, blocks: dict[str, Callable[[dict, str], str]], data: dict, where: str = "") -> str:
+    """`text` with each named block replaced by its rendering (a table, or the block's own text with the
+    manifest's pins). Raises ValueError for a missing marker."""
     for name, renderer in blocks.items():
         pattern = _block_re(name)
         if not pattern.search(text):
@@ -66,8 +107,7 @@ def render(text: str, blocks: dict[str, Callable[[dict], str]], data: dict, wher
                 f"{where or 'the text'} has no <!-- manifest:{name} --> ... <!-- /manifest:{name} --> block; "
                 "restore the markers (git checkout -- that file) so the table can be rendered"
             )
-        body = renderer(data)
-        text = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(3), text)
+        text = pattern.sub(lambda m, r=renderer: m.group(1) + r(data, m.group(2)) + m.group(3), text)
     return text
 
 
@@ -89,20 +129,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--root", type=Path, default=_paths.REPO_ROOT, help="checkout whose docs to render")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        data = manifest.load(args.manifest)
-        changed = stale(args.root, data)
-        if not args.check:
-            for rel in changed:
-                path = args.root / rel
-                path.write_text(render(path.read_text(encoding="utf-8"), BLOCKS[rel], data, rel), encoding="utf-8")
-    except (RuntimeError, ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    for rel in changed:
-        verb = "is stale; run nox -s doc_tables" if args.check else "rewritten"
-        print(f"release.doc_tables: {rel} {verb}", file=sys.stderr)
-    return 1 if args.check and changed else 0
+
+    def body() -> None:
+        try:
+            data = manifest.load(args.manifest)
+            changed = stale(args.root, data)
+            if not args.check:
+                for rel in changed:
+                    path = args.root / rel
+                    path.write_text(render(path.read_text(encoding="utf-8"), BLOCKS[rel], data, rel), encoding="utf-8")
+        except (RuntimeError, ValueError, OSError) as e:  # an unreadable manifest, a lost marker, a file
+            raise ReleaseError(str(e)) from None
+        if args.check and changed:
+            raise CheckFailed(f"{', '.join(changed)}: stale manifest tables; run nox -s doc_tables")
+        for rel in changed:
+            print(f"release.doc_tables: {rel} rewritten", file=sys.stderr)
+
+    return run_main(body, prog="release.doc_tables")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -25,10 +26,13 @@ class CheckFailed(ReleaseError):
     exit_code = EXIT_CHECK_FAILED
 
 
-def run_main(body: Callable[[], int | None], prog: str = "release") -> int:
+def run_main(body: Callable[[], int | None], prog: str = "release", annotate: bool = False) -> int:
     """Run a module's main body and map its end to an exit status.
 
-    ReleaseError -> "error: <message>" on stderr and its exit_code (2, or 1 for CheckFailed);
+    ReleaseError -> "error: <message>" on stderr and its exit_code (2, or 1 for CheckFailed); with
+    ``annotate`` (the release gates) and in a GitHub Actions job (``GITHUB_ACTIONS=true``) also an
+    ``::error title=<prog>::`` annotation with the message's first line on stdout, so the run's
+    summary names the failed gate (opt-in: the tests run the other modules' error paths in CI);
     KeyboardInterrupt -> one line "<prog>: interrupted ..." and 130. The steps write their outputs
     under a temporary name and rename them when complete, so an interrupt leaves no partial
     artifact behind. Anything else is a bug and keeps its traceback.
@@ -36,6 +40,8 @@ def run_main(body: Callable[[], int | None], prog: str = "release") -> int:
     try:
         return body() or 0
     except ReleaseError as e:
+        if annotate and os.environ.get("GITHUB_ACTIONS") == "true":
+            print(f"::error title={prog}::{(str(e).splitlines() or [type(e).__name__])[0]}", flush=True)
         print(f"error: {e}", file=sys.stderr, flush=True)
         return e.exit_code
     except KeyboardInterrupt:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import _paths, checksums, matrix, toolchain
-from .errors import ReleaseError
+from .errors import ReleaseError, run_main
 
 RELEASE_WORKFLOW = ".github/workflows/release.yml"
 TAG_PREFIX = "refs/tags/"
@@ -268,14 +268,7 @@ def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        run(args)
-    except ReleaseError as e:
-        if os.environ.get("GITHUB_ACTIONS") == "true":
-            print(f"::error title=release gate {args.command}::{str(e).splitlines()[0]}")
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_main(lambda: run(args), prog=f"release gate {args.command}", annotate=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Strict-JSON conversion shared by the validation report and the bench/ result files (stdlib only).
 
-Kept apart from :mod:`release.validate` so that code which only writes JSON (bench/) does not import
-the GPU validation suite.
+The GPU validation suite (tools/validate.py) and bench/ import it; the release package itself holds
+no GPU test code.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import zipfile
 from pathlib import Path
 
 from . import checksums, tagging
-from .errors import ReleaseError
+from .errors import ReleaseError, run_main
 
 DEFAULT_POLICY = "manylinux_2_28"
 # DT_NEEDED libraries the wheel may keep external: torch's wheel and its nvidia-* dependencies
@@ -178,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("wheels", nargs="+", type=Path, help="linux_x86_64 wheels or folders of them")
     p.add_argument("--policy", default=DEFAULT_POLICY, help=f"manylinux_<major>_<minor> (default {DEFAULT_POLICY})")
     args = p.parse_args(argv)
-    try:
+
+    def body() -> None:
         wheels = []
         for w in args.wheels:
             wheels += sorted(w.glob("flash_attn-*-linux_x86_64.whl")) if w.is_dir() else [w]
@@ -186,10 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ReleaseError(f"no flash_attn-*-linux_x86_64.whl in {', '.join(map(str, args.wheels))}")
         for w in wheels:
             gate(w, args.policy)
-    except ReleaseError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+
+    return run_main(body, prog="release.manylinux")
 
 
 if __name__ == "__main__":

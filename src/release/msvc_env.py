@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from pathlib import PureWindowsPath
 
-from .errors import ReleaseError
+from .errors import ReleaseError, run_main
 
 VC_COMPONENT = "Microsoft.VisualStudio.Component.VC.Tools.x86.x64"
 Runner = Callable[[list[str] | str], subprocess.CompletedProcess]
@@ -101,21 +101,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arch", default="x64", help="vcvarsall.bat architecture (default x64)")
     p.add_argument("--github-env", default=os.environ.get("GITHUB_ENV"), help="file to append to ($GITHUB_ENV)")
     args = p.parse_args(argv)
-    try:
+
+    def body() -> None:
         variables = developer_env(args.arch, dict(os.environ))
         text = github_env_text(variables)
-    except ReleaseError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.github_env:
-        with open(args.github_env, "a", encoding="utf-8") as f:
-            f.write(text)
-    print(f"release: MSVC developer environment ({args.arch}): {len(variables)} variables", end="")
-    print(f" appended to {args.github_env}" if args.github_env else "")
-    for name in ("VCToolsVersion", "WindowsSDKVersion", "CC", "CXX"):
-        if name in variables:
-            print(f"  {name}={variables[name]}")
-    return 0
+        if args.github_env:
+            with open(args.github_env, "a", encoding="utf-8") as f:
+                f.write(text)
+        print(f"release: MSVC developer environment ({args.arch}): {len(variables)} variables", end="")
+        print(f" appended to {args.github_env}" if args.github_env else "")
+        for name in ("VCToolsVersion", "WindowsSDKVersion", "CC", "CXX"):
+            if name in variables:
+                print(f"  {name}={variables[name]}")
+
+    return run_main(body, prog="release.msvc_env")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
    group's library and carries the label its build info implies; a ``<wheel>.sha256`` beside it
    (written by the wheel session) must still match;
 2. all wheels have the same public version and distinct labels;
-3. every wheel has a validation report (``validation-*.json`` from ``release.validate``) for its
+3. every wheel has a validation report (``validation-*.json`` from ``tools/validate.py``) for its
    full version, with no failed case (and, when the report recorded the wheel's sha256, the same
    file); ``--allow-missing-reports`` downgrades a missing report to a warning, never a failed one;
 4. wheels and reports (JSON + Markdown) are copied into a staging folder, ``SHA256SUMS`` is
@@ -84,7 +84,7 @@ def match_reports(
     for wheel, version in versions.items():
         mine = [(p, r) for p, r in reports if (r.get("context") or {}).get("flash_attn") == version]
         if not mine:
-            msg = f"{wheel.name}: no validation report for {version} (run python -m release.validate on a GPU)"
+            msg = f"{wheel.name}: no validation report for {version} (run nox -s validate -- WHEEL on a GPU)"
             if allow_missing:
                 print(f"warning: {msg}", file=sys.stderr)
             else:

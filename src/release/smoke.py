@@ -9,8 +9,8 @@
    anything outside it), ``pip install <wheel>``, then release/_smoke_check.py in it from an
    empty folder: pip metadata version, import, ``__version__``, build info, only this group's
    library installed, the library loads and reports the same build info.
-3. Where the venv's torch sees a GPU: tests/gpu/release_paths.py (the seven release-note
-   paths) when that script exists, run with the venv's python.
+3. Where the venv's torch sees a GPU: tools/release_paths.py (the seven release-note paths)
+   when that script exists, run with the venv's python (a script of its own, never imported).
 
 ``python -m release.smoke WHEEL [--group G] [--no-deps] [--isolated]``. Before the wheel is
 opened, the ``<wheel>.sha256`` beside it (when there is one) must verify, so a damaged copy is
@@ -33,7 +33,7 @@ from . import _paths, checksums, tagging
 from .errors import CheckFailed, ReleaseError, run_main
 
 CHECK_SCRIPT = Path(__file__).with_name("_smoke_check.py")
-RELEASE_PATHS = _paths.REPO_ROOT / "tests" / "gpu" / "release_paths.py"
+RELEASE_PATHS = _paths.REPO_ROOT / "tools" / "release_paths.py"
 
 
 def check_contents(wheel: Path, group: str | None = None) -> tuple[tagging.WheelFacts, dict]:

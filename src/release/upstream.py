@@ -15,7 +15,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from . import _paths
+from . import _paths, manifest
 from .errors import ReleaseError
 
 FETCH_SCRIPT = _paths.REPO_ROOT / "cmake" / "scripts" / "FetchUpstreamSdist.cmake"
@@ -38,9 +38,9 @@ def pinned_sdist(sdist: str | os.PathLike | None = None, python: str = sys.execu
     """
     cmake = shutil.which("cmake")
     if cmake is None:
+        pin = next((s for s in manifest.load()["tool_pins"]["build"] if s.startswith("cmake==")), "cmake")
         raise ReleaseError(
-            "cmake is not on PATH; install it (pip install cmake==4.4.5, the pin of build-manifest.json) "
-            "to fetch the upstream sdist"
+            f"cmake is not on PATH; install it (pip install {pin}, the sessions' pin) to fetch the upstream sdist"
         )
     given = sdist if sdist is not None else os.environ.get("FLASH_ATTN_SDIST") or None
     cmd = [cmake, f"-DPYTHON={python}"]

@@ -1,21 +1,17 @@
-"""pytest entry for tests/gpu/dropout_rng.py: the Philox state reaches the kernel intact (needs CUDA)."""
+"""pytest entry for tools/dropout_rng.py: the Philox state reaches the kernel intact (needs CUDA).
+
+tools/ is on pytest's pythonpath (pyproject.toml); the flash_attn under test is the first on
+sys.path (the checkout's with `nox -s tests`, an installed wheel when run from another folder).
+"""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
-
-if importlib.util.find_spec("flash_attn") is None:
-    # not installed: test the source checkout (its loader says whether a library was built)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])

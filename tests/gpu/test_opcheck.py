@@ -16,10 +16,8 @@ The CPU counterpart on the emulated operators is tests/unit/runtime/test_fakes.p
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import traceback
-from pathlib import Path
 
 import torch
 
@@ -27,10 +25,6 @@ try:
     import pytest
 except ImportError:  # python3 tests/gpu/test_opcheck.py runs without it
     pytest = None
-
-if importlib.util.find_spec("flash_attn") is None:
-    # not installed: test the source checkout (its loader says whether a library was built)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 F16, BF16 = torch.float16, torch.bfloat16
 

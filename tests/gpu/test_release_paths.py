@@ -1,32 +1,19 @@
-"""pytest entry for tests/gpu/release_paths.py: every release-note path, fp16 and bf16 (needs CUDA)."""
+"""pytest entry for tools/release_paths.py: every release-note path, fp16 and bf16 (needs CUDA).
+
+tools/ is on pytest's pythonpath (pyproject.toml), so the script imports under the name it has
+when run. The flash_attn under test is the first on sys.path: the checkout's with `nox -s tests`
+(its loader says whether a library was built), an installed wheel when run from another folder.
+"""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 
 import pytest
+import release_paths
 import torch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
-
-if importlib.util.find_spec("flash_attn") is None:
-    # not installed: test the source checkout (its loader says whether a library was built)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-
-def _load_script():
-    path = Path(__file__).with_name("release_paths.py")
-    spec = importlib.util.spec_from_file_location("release_paths", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["release_paths"] = module  # dataclasses resolve annotations through it
-    spec.loader.exec_module(module)
-    return module
-
-
-release_paths = _load_script()
 
 
 @pytest.fixture(scope="module")

@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import math
 import os
-import sys
-from pathlib import Path
 
 import pytest
+import rescale_skip as rs  # beside this file: pytest puts the folder of a test module on sys.path
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import rescale_skip as rs  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
 # CPU: the harness

@@ -123,11 +123,19 @@ def test_one_arch_group_change_reaches_every_reader(tmp_path):
         assert f"'legacy' arch group (SASS {sass})" in verdict.message, verdict.message
         assert "Install the .legacy wheel" in verdict.message
 
-    # the docs' table: rendered from the copy it shows the change, and the checkout's README is stale
-    table = doc_tables.arch_groups_table(manifest.load(changed))
-    assert "| `legacy` | sm_80, sm_86, sm_89, sm_90 | compute_90 |" in table
+    # the docs' table: the checkout's README is current for its manifest and stale for the copy;
+    # `nox -s doc_tables` (release.doc_tables) on a copy of the docs writes the changed row
+    row = "| `legacy` | sm_80, sm_86, sm_89, sm_90 | compute_90 |"
+    assert row in doc_tables.arch_groups_table(manifest.load(changed))
     assert doc_tables.main(["--check"]) == 0
     assert doc_tables.main(["--check", "--manifest", str(changed)]) == 1
+    docs = tmp_path / "docs_copy"
+    for rel in doc_tables.BLOCKS:
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (docs / rel).write_bytes((ROOT / rel).read_bytes())
+    assert doc_tables.main(["--manifest", str(changed), "--root", str(docs)]) == 0
+    assert row in (docs / "README.md").read_text(encoding="utf-8")
+    assert doc_tables.main(["--check", "--manifest", str(changed), "--root", str(docs)]) == 0
 
     assert _checkout_fingerprint() == before, "a reader wrote into the checkout"
 
@@ -174,22 +182,50 @@ def test_cmake_names_a_missing_manifest_entry(tmp_path):
     assert "has no entry 'archs.family_specific.sms'" in " ".join(proc.stderr.split())
 
 
+def test_a_pin_or_memory_figure_change_reaches_the_docs(tmp_path):
+    data = copy.deepcopy(DATA)
+    data["tool_pins"]["nox"] = "nox==2099.1.1"
+    build = data["tool_pins"]["build"]
+    data["tool_pins"]["build"] = ["cmake==9.9.9" if spec.startswith("cmake==") else spec for spec in build]
+    data["build"]["nvcc_memory_gib"] = 11
+    changed = tmp_path / "build-manifest.json"
+    changed.write_text(json.dumps(data), encoding="utf-8")
+    docs = tmp_path / "docs_copy"
+    for rel in doc_tables.BLOCKS:
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (docs / rel).write_bytes((ROOT / rel).read_bytes())
+    assert doc_tables.main(["--check", "--manifest", str(changed), "--root", str(docs)]) == 1
+    assert doc_tables.main(["--manifest", str(changed), "--root", str(docs)]) == 0
+    readme = (docs / "README.md").read_text(encoding="utf-8")
+    assert readme.count("nox==2099.1.1") == 2 and "nox==" + DATA["tool_pins"]["nox"].split("==")[1] not in readme
+    assert "cmake==9.9.9 ninja==" in readme
+    assert "(11 GiB per nvcc)" in readme and "free memory / 11 GiB" in readme
+    assert "from cores and free memory (11 GiB per nvcc)" in (docs / "docs/release.md").read_text(encoding="utf-8")
+    assert "(11 GiB per nvcc" in (docs / "docs/design.md").read_text(encoding="utf-8")
+    gib = f"{DATA['build']['nvcc_memory_gib']} GiB"
+    assert not [rel for rel in doc_tables.BLOCKS if gib in (docs / rel).read_text(encoding="utf-8")]
+
+
 def test_the_docs_tables_are_current():
     assert doc_tables.stale(ROOT, DATA) == [], "run nox -s doc_tables"
 
 
 def test_presets_match_the_manifest():
+    """Each preset names a manifest group and kernel set, every released group has its preset, and
+    no preset repeats an SM list or arch flag (CMake takes them from the manifest)."""
     presets = json.loads((ROOT / "CMakePresets.json").read_text(encoding="utf-8"))
     groups = manifest.arch_groups(DATA)
     visible = [p for p in presets["configurePresets"] if not p.get("hidden")]
     for preset in visible:
         variables = preset["cacheVariables"]
-        group = groups[variables["FLASH_ATTN_ARCH_GROUP"]]
+        assert variables["FLASH_ATTN_ARCH_GROUP"] in groups, preset["name"]
         assert variables["FLASH_ATTN_KERNEL_SET"] in DATA["kernels"]["sets"], preset["name"]
-        listed = [int(sm) for sm in re.findall(r"sm_(\d+)", preset.get("displayName", ""))]
-        assert not listed or listed == group["sms"], (preset["name"], listed, group["sms"])
+        assert "FLASH_ATTN_CUDA_ARCHS" not in variables and "CMAKE_CUDA_ARCHITECTURES" not in variables, preset["name"]
+    text = json.dumps(presets)
+    assert not re.findall(r"\b(?:sm_|compute_)\d+|\b\d{2,3}(?:;\d{2,3})+\b", text), "SMs belong in the manifest only"
     released = {name for name, g in groups.items() if g["released"]}
-    assert released <= {p["cacheVariables"]["FLASH_ATTN_ARCH_GROUP"] for p in visible if p["name"] in released}
+    by_name = {p["name"]: p["cacheVariables"]["FLASH_ATTN_ARCH_GROUP"] for p in visible}
+    assert all(by_name.get(name) == name for name in released), (released, by_name)
 
 
 def _option_rows(text: str) -> dict[str, str]:

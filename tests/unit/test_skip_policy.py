@@ -4,6 +4,7 @@ upstream tree from the pinned sdist (tests/conftest.py, release.upstream), no ma
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 import sys
@@ -22,7 +23,6 @@ TESTS = REPO / "tests"
 def _run_suite(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
     """Run a small suite under the skip policy, as tests/conftest.py registers it."""
     (tmp_path / "conftest.py").write_text(
-        f"import sys\nsys.path.insert(0, {str(TESTS)!r})\n"
         "from skip_policy import pytest_runtest_logreport, pytest_sessionfinish, pytest_terminal_summary\n"
     )
     (tmp_path / "test_sample.py").write_text(textwrap.dedent(body))
@@ -31,6 +31,7 @@ def _run_suite(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(TESTS)},  # skip_policy.py, for the conftest above
     )
 
 

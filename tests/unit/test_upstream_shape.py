@@ -20,8 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "src" / "kernels" / "upstream_shape.py"
 KERNEL_DIR = Path("csrc") / "flash_attn" / "src"
 
-sys.path.insert(0, str(SCRIPT.parent))
-import upstream_shape  # noqa: E402
+import upstream_shape  # noqa: E402  (src/kernels/ is on pytest's pythonpath: the script's own folder when run)
 
 PINNED_DECL = "at::PhiloxCudaState philox_args;"
 PINNED_READ = "at::cuda::philox::unpack(params.philox_args)"

@@ -1,8 +1,8 @@
 """Makes the bench/ scripts importable by the tests.
 
 The scripts import each other as top-level modules (they run as ``python bench/<name>.py``, so
-bench/ is sys.path[0]); the same is set up here. The scripts whose names other packages use too
-(``build`` is PyPA's build frontend and the repository's build/ folder, ``kernels`` a PyPI
+bench/ is sys.path[0]); bench/ is on pytest's pythonpath (pyproject.toml). The scripts whose names
+other packages use too (``build`` is PyPA's build frontend and the repository's build/ folder, ``kernels`` a PyPI
 package) are registered under ``bench_<name>`` aliases, which the tests import.
 """
 
@@ -13,8 +13,6 @@ import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[3] / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
 
 for _name in ("build", "kernels", "load_cost", "machine"):
     _alias = f"bench_{_name}"

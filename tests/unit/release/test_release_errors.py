@@ -183,3 +183,35 @@ def test_parse_compiler_banners():
 def test_probe_nvcc_missing(monkeypatch):
     monkeypatch.setattr(toolchain.shutil, "which", lambda name: None)
     assert toolchain.probe_nvcc({}) == (None, None)
+
+
+@pytest.mark.parametrize("gha", [False, True])
+@pytest.mark.parametrize("annotate", [False, True])
+def test_run_main_maps_errors_to_exit_codes_and_annotates_on_github(monkeypatch, capsys, gha, annotate):
+    from release.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, CheckFailed, run_main
+
+    monkeypatch.setenv("GITHUB_ACTIONS", "true" if gha else "false")
+
+    def bad():
+        raise ReleaseError("first line\nsecond line")
+
+    def failed():
+        raise CheckFailed("a check failed")
+
+    assert run_main(bad, prog="release.x", annotate=annotate) == EXIT_BAD_INPUT == 2
+    out, err = capsys.readouterr()
+    assert err == "error: first line\nsecond line\n"
+    assert out == ("::error title=release.x::first line\n" if gha and annotate else "")
+    assert run_main(failed, prog="release.y") == EXIT_CHECK_FAILED == 1
+    assert run_main(lambda: None) == 0
+
+
+def test_every_release_module_main_goes_through_run_main():
+    """One main() helper: no module of the release package maps ReleaseError to an exit status itself."""
+    from pathlib import Path
+
+    import release
+
+    folder = Path(release.__file__).parent
+    own = sorted(p.name for p in folder.glob("*.py") if "except ReleaseError" in p.read_text(encoding="utf-8"))
+    assert own == ["errors.py"], own

@@ -123,8 +123,7 @@ FAKE_BUILD = textwrap.dedent(
         print("fwd.cpp:1: error: boom")
         sys.exit(1)
     print("[3/3] Linking CUDA shared module _C_legacy.so")
-    sys.path.insert(0, os.environ["FAKES_DIR"])
-    from release_fakes import make_wheel
+    from release_fakes import make_wheel  # tests/, on PYTHONPATH (the fake interpreter sets it)
     make_wheel(__import__("pathlib").Path(outdir))
     """
 )
@@ -135,9 +134,11 @@ def fake_python(tmp_path, monkeypatch):
     script = tmp_path / "fake_build.py"
     script.write_text(FAKE_BUILD)
     exe = tmp_path / "fakepython"
-    exe.write_text(f'#!/bin/sh\nshift 2\nexec "{sys.executable}" "{script}" "$@"\n')  # drops "-m build"
+    fakes = Path(__file__).parents[2]  # tests/release_fakes.py
+    exe.write_text(
+        f'#!/bin/sh\nshift 2\nPYTHONPATH="{fakes}" exec "{sys.executable}" "{script}" "$@"\n'
+    )  # drops "-m build"
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("FAKES_DIR", str(Path(__file__).parent))
     return str(exe)
 
 

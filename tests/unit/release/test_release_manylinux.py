@@ -128,7 +128,9 @@ needs_tools = pytest.mark.skipif(sys.platform != "linux", reason="builds ELF lib
 @pytest.fixture
 def elf_tools():
     assert shutil.which("cc"), "these tests compile small libraries: install a C compiler (cc)"
-    assert _auditwheel() is not None, "auditwheel is missing: pip install auditwheel==6.8.2 (pins.TEST)"
+    assert _auditwheel() is not None, (
+        "auditwheel is missing: pip install auditwheel==6.8.2 (tool_pins.test of build-manifest.json)"
+    )
 
 
 def elf_wheel(tmp_path: Path, source: str, libs: dict[str, str] | None = None, flags: tuple = ()) -> Path:

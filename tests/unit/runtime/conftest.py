@@ -4,20 +4,13 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
-from pathlib import Path
 
+import mock_ops  # beside this file (pytest puts a conftest's folder on sys.path)
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # mock_ops
-# the package under test is this checkout's flash_attn/ (also when pytest runs without the rootdir on sys.path)
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-
-import mock_ops  # noqa: E402
-
-from flash_attn import _build_info, _checks, _compat, _loader, _ops  # noqa: E402
+# the package under test is this checkout's flash_attn/ (the root is on pytest's pythonpath)
+from flash_attn import _build_info, _checks, _compat, _loader, _ops
 
 # head dim 256 is left out on purpose: the tests check the "not built" error with it
 DEV_HEAD_DIMS = (32, 64, 96, 128, 192)
@@ -101,17 +94,9 @@ def emulated(monkeypatch):
     binding.close()
 
 
-RELEASE_PATHS_SCRIPT = Path(__file__).resolve().parents[2] / "gpu" / "release_paths.py"
-
-
 @pytest.fixture(scope="module")
 def release_paths():
-    """tests/gpu/release_paths.py imported as a module (it is a script, not a package module)."""
-    spec = importlib.util.spec_from_file_location("release_paths_under_test", RELEASE_PATHS_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop(spec.name, None)
+    """tools/release_paths.py, imported under its script name (tools/ is on pytest's pythonpath)."""
+    import release_paths
+
+    return release_paths

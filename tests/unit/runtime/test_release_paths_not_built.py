@@ -1,4 +1,4 @@
-"""tests/gpu/release_paths.py on CPU against the emulated library: a head dim the kernel set left
+"""tools/release_paths.py on CPU against the emulated library: a head dim the kernel set left
 out (256 here) is SKIP (not built) for every path, torch.compile ones included (their graph calls
 the operator, whose "flash_attn was built without" RuntimeError is recognised as well)."""
 

@@ -1,4 +1,4 @@
-"""tests/gpu/release_paths.py run on CPU against the emulated library: its references, packing and gates."""
+"""tools/release_paths.py run on CPU against the emulated library: its references, packing and gates."""
 
 from __future__ import annotations
 

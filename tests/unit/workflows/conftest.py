@@ -1,19 +1,10 @@
-"""Fixtures of the workflow tests: src/ (the release package) and this folder on sys.path."""
+"""Fixtures of the workflow tests (src/ is on pytest's pythonpath; _workflows sits beside this file,
+whose folder pytest puts on sys.path)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-HERE = Path(__file__).resolve().parent
-SRC = HERE.parents[2] / "src"
-for _path in (SRC, HERE):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
-from _workflows import load_workflow  # noqa: E402
+from _workflows import load_workflow
 
 
 @pytest.fixture(scope="session")

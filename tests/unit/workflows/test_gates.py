@@ -196,7 +196,7 @@ def test_sums_command_with_the_run_matrix_or_the_full_release(tmp_path, capsys):
     assert "covers 9 of the 36 wheels" in capsys.readouterr().err
 
 
-def test_plan_command_writes_the_job_outputs(tmp_path, monkeypatch):
+def test_plan_command_writes_the_job_outputs(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary"))
     out = tmp_path / "out"
     tag = f"refs/tags/v{package_version()}"
@@ -208,15 +208,19 @@ def test_plan_command_writes_the_job_outputs(tmp_path, monkeypatch):
     assert gates.main(args) == 0
     assert out.read_text().splitlines()[0] == "publish=false"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    capsys.readouterr()
     assert gates.main(["plan", "--event", "push", "--ref", "refs/tags/v0.0.1"]) == 2
+    assert capsys.readouterr().out.startswith("::error title=release gate plan::")  # the run's summary names it
 
 
 def test_gates_need_only_the_standard_library():
     """The workflow runs them with the runner's python3 before anything is installed."""
     code = (
-        "import sys; sys.path.insert(0, 'src'); import release.gates; "
+        "import sys, release.gates; "
         "bad = [m for m in ('packaging', 'wheel', 'yaml', 'rich') if m in sys.modules]; "
         "sys.exit(f'imported {bad}' if bad else 0)"
     )
-    proc = subprocess.run([sys.executable, "-I", "-c", code], cwd=ROOT, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = str(ROOT / "src")  # as the workflow runs it: PYTHONPATH=src python3 -m release.gates
+    proc = subprocess.run([sys.executable, "-s", "-c", code], cwd=ROOT, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr

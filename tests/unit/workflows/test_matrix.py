@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -231,7 +230,6 @@ def test_retagging_a_build_of_an_entry_gives_the_promised_wheel_name(tmp_path):
     info is what the entry's build writes: the tagged file is the entry's wheel (up to the platform
     tag, which the fake always writes as linux_x86_64)."""
     pytest.importorskip("wheel")
-    sys.path.insert(0, str(ROOT / "tests" / "unit" / "release"))
     from release_fakes import build_info, make_wheel
 
     from release import tagging

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Release-note paths of flash_attn, checked on a GPU against attention computed in fp32.
 
-    python tests/gpu/release_paths.py [--dtype fp16|bf16|all] [--head-dim 64] [--seed N] [--case NAME ...]
+    python tools/release_paths.py [--dtype fp16|bf16|all] [--head-dim 64] [--seed N] [--case NAME ...]
 
 Paths (fp16, B=2 S=512 H=8 D=64 unless --dtype/--head-dim say otherwise): base, causal, varlen,
 KV cache, GQA decode (one query token, H=8/Hk=2: the head-folding path of every forward operator,

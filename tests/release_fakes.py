@@ -1,4 +1,7 @@
-"""Fake wheels and build info for the release tooling tests (imported by the tests and conftest.py)."""
+"""Fake wheels and build info for the release tooling and workflow tests.
+
+In tests/, which pytest puts on sys.path for every test (tests/conftest.py lives here).
+"""
 
 from __future__ import annotations
 

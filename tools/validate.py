@@ -1,12 +1,14 @@
 """Validation of an installed flash_attn wheel on a GPU: the release-note suite and its report.
 
-Run on a machine with a CUDA GPU where the wheel is installed (no nox needed)::
+Run on a machine with a CUDA GPU where the wheel is installed: ``nox -s validate -- WHEEL``
+installs it and runs this; without nox, from a folder that holds no flash_attn/::
 
-    python src/release/validate.py --out reports/ [--wheel dist/flash_attn-...whl]
-    PYTHONPATH=src python -m release.validate --out reports/
+    PYTHONPATH=<checkout>/src python <checkout>/tools/validate.py --out reports/ [--wheel flash_attn-...whl]
 
-Only the standard library, torch, the installed flash_attn and ``jsonio.py`` beside this file
-are used. Every check draws fresh random inputs (never zeros) and compares against torch
+Only the standard library, torch, the installed flash_attn and ``release.jsonio`` (the strict-JSON
+helper, stdlib only; hence src/ on PYTHONPATH) are used. It is a GPU test suite, not release
+logic: the release tooling only reads the reports it writes (``release.publish``). Every check
+draws fresh random inputs (never zeros) and compares against torch
 ``scaled_dot_product_attention`` computed in fp32 on the same inputs (masks for causal/window; a
 plain fp32 reference where SDPA cannot express the case: softcap, fully masked rows). Gates
 (docs/design.md): fp16 rel_Linf <= 2e-2, bf16 rel_Linf <= 1e-2, cosine >= 0.9995. Backward gates
@@ -34,7 +36,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
-import glob
 import hashlib
 import importlib
 import importlib.metadata
@@ -48,10 +49,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-if __package__:
-    from .jsonio import json_safe
-else:  # run as a script (python src/release/validate.py): this folder is sys.path[0]
-    from jsonio import json_safe
+from release._smoke_check import package_build_info
+from release.jsonio import json_safe
 
 GATES = {"fp16": 2e-2, "bf16": 1e-2}
 COSINE_MIN = 0.9995
@@ -541,29 +540,35 @@ def time_cuda(fn, warmup: int, timed: int) -> float:
 
 
 def import_installed_flash_attn():
-    """Import flash_attn, never the source checkout's flash_attn/ (which has no built library)."""
-    for entry in ("", os.getcwd(), str(Path(__file__).resolve().parents[2])):
-        if entry in sys.path and not glob.glob(os.path.join(entry or ".", "flash_attn", "_C_*")):
-            if os.path.isdir(os.path.join(entry or ".", "flash_attn")):
-                sys.path.remove(entry)
-    return importlib.import_module("flash_attn")
+    """Import flash_attn; refuse a copy other than the installed distribution's (e.g. a checkout's).
+
+    Run as a script, this folder (tools/) is sys.path[0]; a source checkout's flash_attn/ is found
+    only through the working directory or PYTHONPATH, and would shadow the wheel under test.
+    Raises RuntimeError naming both places (main() turns it into a setup error, exit status 2).
+    An editable install (its files are not in the distribution's RECORD) is taken as it is.
+    """
+    module = importlib.import_module("flash_attn")
+    try:
+        dist = importlib.metadata.distribution("flash_attn")
+    except importlib.metadata.PackageNotFoundError:
+        return module  # nothing installed: whatever was imported is under test (require_ready checks it)
+    init = next((f for f in dist.files or () if str(f).replace("\\", "/") == "flash_attn/__init__.py"), None)
+    if init is not None:
+        installed = Path(dist.locate_file(init)).resolve()
+        imported = Path(module.__file__ or "").resolve()
+        if imported != installed:
+            raise RuntimeError(
+                f"imported flash_attn from {imported.parent}, not the installed wheel's {installed.parent}; "
+                "run from a folder without a flash_attn/ and with only src/ on PYTHONPATH "
+                "(nox -s validate -- WHEEL does)"
+            )
+    return module
 
 
 def read_build_info(module) -> dict:
-    """The build info the package exposes, else build_info_*.json beside it."""
-    for attr in ("build_info", "get_build_info", "BUILD_INFO"):
-        value = getattr(module, attr, None)
-        if callable(value):
-            value = value()
-        if isinstance(value, str):
-            value = json.loads(value)
-        if isinstance(value, dict) and value:
-            return value
-    files = glob.glob(os.path.join(os.path.dirname(module.__file__ or ""), "build_info_*.json"))
-    if len(files) != 1:
-        raise RuntimeError(f"cannot find the build info of {module.__file__}: {files}")
-    with open(files[0], encoding="utf-8") as f:
-        return json.load(f)
+    """The build info the package exposes, else build_info_*.json beside it (the smoke check's
+    reader, release._smoke_check.package_build_info). Raises RuntimeError when there is none."""
+    return package_build_info(module)[0]
 
 
 def _cmd(cmd: list[str]) -> str | None:
@@ -749,7 +754,7 @@ def write_report(report: dict, out: Path) -> tuple[Path, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="release.validate", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="tools/validate.py", description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, required=True, help="folder for validation-<version>-sm<NN>.json/.md")
     p.add_argument("--wheel", type=Path, help="the wheel file that was installed (recorded with its sha256)")
     p.add_argument("--device", type=int, default=0, help="CUDA device index")

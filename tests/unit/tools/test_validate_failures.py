@@ -1,4 +1,4 @@
-"""release.validate on the CPU: a case that raises is a FAILED row (never a lost report), the JSON
+"""tools/validate.py on the CPU: a case that raises is a FAILED row (never a lost report), the JSON
 report is strict JSON (no NaN/Infinity, no tensors or dtypes), and a suite that cannot run still
 writes a report and exits 2."""
 
@@ -10,7 +10,8 @@ import math
 import pytest
 
 torch = pytest.importorskip("torch")
-from release import validate as v  # noqa: E402
+import validate as v  # noqa: E402  (tools/validate.py; tools/ is on pytest's pythonpath)
+
 from release.jsonio import json_safe  # noqa: E402
 
 SMALL = {

@@ -1,8 +1,8 @@
-"""The GPU validation suite's logic (release.validate), run on the CPU with stand-in kernels.
+"""The GPU validation suite's logic (tools/validate.py), run on the CPU with stand-in kernels.
 
 The stand-ins compute attention with the fp32 reference and round to the input dtype (a correct
 kernel), or add an error (a broken one), so the gates, the "not built" reporting and the report
-are tested without a GPU. The real kernels are measured by `python -m release.validate` on a GPU.
+are tested without a GPU. The real kernels are measured by `nox -s validate -- WHEEL` on a GPU.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 import pytest
 
 torch = pytest.importorskip("torch")
-from release import validate as v  # noqa: E402
+import validate as v  # noqa: E402  (tools/validate.py; tools/ is on pytest's pythonpath)
 
 SMALL_CASES = [
     {"dtype": dt, "causal": c, "b": 1, "sq": 64, "sk": 64, "h": 2, "hk": 2, "d": d}

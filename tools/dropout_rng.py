@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Dropout on a GPU: the Philox state the binding writes into Flash_fwd_params is the one the kernel uses.
 
-    python tests/gpu/dropout_rng.py [--dtype fp16|bf16] [--seed N]
+    python tools/dropout_rng.py [--dtype fp16|bf16] [--seed N]
 
 The binding fills ``Flash_fwd_params::philox_args`` in the form the upstream tree declares (an
 ``at::PhiloxCudaState`` in flash-attn 2.8.3.post2, four uint64 words in upstream main; see
@@ -19,7 +19,7 @@ ignores the seed. Checks, B=2 S=256 H=4 D=64, dropout_p=0.25, non-causal, throug
              pointers, the "captured" form) replays the first call bit for bit
   backward   dq, dk, dv from bwd with the forward's rng_state == fp32 autograd through the same mask
 
-Gates as tests/gpu/release_paths.py (rel_Linf <= 2e-2 fp16 / 1e-2 bf16, cosine >= 0.9995). Prints
+Gates as tools/release_paths.py (rel_Linf <= 2e-2 fp16 / 1e-2 bf16, cosine >= 0.9995). Prints
 one table; exit 0 all passed (a kernel the build lacks is SKIP, not built), 1 a check failed,
 2 nothing could run (no CUDA device or no usable library).
 """
@@ -29,12 +29,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
+import release_paths as rp  # tools/release_paths.py, beside this script: its Row, compare, table, readiness
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import release_paths as rp  # noqa: E402  (its Row, compare, table and readiness helpers)
 
 B, S, H, D = 2, 256, 4, 64
 P_DROP = 0.25
