@@ -37,6 +37,11 @@ report says which basis it used. Targets (reported, not asserted): our build wal
 1.15x of the lower bound, and at most 0.8x of upstream's for the same units.
 
 Writes DIR/build.json and DIR/build.md.
+
+Sharded against unsharded (bench/build_sharded.py; writes DIR/build_sharded.json and .md)::
+
+    python bench/build.py --out DIR --sharded 4x4 [--kernel-set dev --archs 90 --sdist PATH]
+                          [--only sharded|unsharded|both|report]
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_common as bc  # noqa: E402
+import build_sharded  # noqa: E402
 import machine  # noqa: E402
 
 from release import manifest  # noqa: E402  (src/ is on sys.path through bench_common)
@@ -1240,6 +1246,18 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="full: pip wheel of the whole sdist; units: upstream's compile commands for our units only",
     )
     p.add_argument("--upstream-nvcc-threads", type=int, help="NVCC_THREADS for setup.py (default: unset, i.e. 4)")
+    p.add_argument(
+        "--sharded",
+        metavar="NxM",
+        help="N shard builds of M jobs each, gathered and linked, against one build of N*M jobs "
+        "(bench/build_sharded.py; e.g. 4x4)",
+    )
+    p.add_argument(
+        "--only",
+        choices=["sharded", "unsharded", "both", "report"],
+        default="both",
+        help="with --sharded: which part to run (report: none, only rewrite the report); default both",
+    )
     p.add_argument("--upstream-run", type=Path, help=argparse.SUPPRESS)  # internal: the detached runner
     args = p.parse_args(argv)
     try:
@@ -1262,6 +1280,12 @@ def main(argv: list[str] | None = None) -> int:
         status = run_upstream(args.upstream_run.resolve())
         return 0 if status.get("state") == "done" else 1
     version, _ = upstream_pin()
+    if args.sharded:
+        sdist = find_sdist(args.sdist, version)
+        if sdist is None and args.only != "report" and os.environ.get(build_sharded.FAKE_ENV) != "1":
+            print(f"build.py: no flash_attn-{version}.tar.gz found; pass --sdist PATH", file=sys.stderr)
+            return 2
+        return build_sharded.main(args.out.resolve(), args.sharded, args.only, args.kernel_set, args.archs, sdist)
     nvcc = find_nvcc(args.nvcc)
     need_sdist = not args.reuse_ours or args.upstream or args.upstream_background
     sdist = find_sdist(args.sdist, version)
