@@ -199,10 +199,10 @@ sharded_part() {
 }
 sharded_build() { sharded_part sharded; }
 unsharded_build() { sharded_part unsharded; }
-shard_progress() {  # the last Ninja progress line of each running build of the shards phase
+shard_progress() {  # the last progress line of each build of the shards phase (release.progress)
   local f
   for f in "$W"/bs/sharded/logs/*.log "$W"/bs/unsharded/logs/*.log; do
-    [ -f "$f" ] && printf '%s: %s\n' "$(basename "$f" .log)" "$(grep -ao '\[[0-9]*/[0-9]*\]' "$f" | tail -1)"
+    [ -f "$f" ] && printf '%s: %s\n' "$(basename "$f" .log)" "$(tr '\r' '\n' < "$f" | grep -a 'kernel units\|edges' | tail -1)"
   done
 }
 wait_part() {  # name function: start the part detached unless done or running, wait for it; 1 if not done
@@ -325,6 +325,12 @@ shards)
     cmake --version | head -1; nvcc --version | tail -1; ninja --version
   } > "$W/shards_machine.txt" 2>&1
   cp "$W/shards_machine.txt" "$R/machine.txt"
+  # release.wheels builds with `python -m build --no-isolation` and its dependency check (pyproject's
+  # build requires: scikit-build-core, cmake, ninja as Python packages) and retags with `wheel`
+  if [ "${FLASH_ATTN_BENCH_SHARDED_FAKE:-0}" != 1 ] && ! python3 -c 'import build, packaging, wheel, ninja, scikit_build_core' 2> "$R/preflight.txt"; then
+    echo "shards: missing Python packages ($(tail -1 "$R/preflight.txt")); carry their wheels in .whl/ (build, packaging, wheel>=0.48, ninja, scikit-build-core, cmake, pathspec)"
+    exit 3
+  fi
   report() { cp "$W"/bs/build_sharded.md "$W"/bs/build_sharded.json "$W"/bs/*.json "$R/" 2>/dev/null
     cp "$W"/bs/sharded/logs/*.log "$W"/bs/unsharded/logs/*.log "$R/" 2>/dev/null; }
   wait_part sharded sharded_build || { report; exit 1; }
