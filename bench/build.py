@@ -1270,6 +1270,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         p.error("--out is required (except with --upstream-background)")
     if args.upstream and args.collect:
         p.error("--upstream and --collect exclude each other")
+    if args.only != "both" and not args.sharded:
+        p.error("--only needs --sharded NxM")
     return args
 
 

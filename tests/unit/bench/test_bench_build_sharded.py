@@ -136,3 +136,6 @@ def test_a_failing_shard_stops_before_gather(tmp_path, monkeypatch):
 def test_bad_layout_is_refused(tmp_path, capsys):
     assert bb.main(["--out", str(tmp_path), "--sharded", "4", "--only", "report"]) == 2
     assert "NxM" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bb.main(["--out", str(tmp_path), "--only", "unsharded"])
+    assert "--only needs --sharded" in capsys.readouterr().err
