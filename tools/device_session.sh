@@ -27,6 +27,8 @@
 # benchmark; UPSTREAM=0 does not start upstream's build at the end of `test`. SHARDS (4x4: shards x
 # jobs per shard) sizes the shards phase; SHARD_TESTS=0 leaves its GPU steps out (a CPU rehearsal with
 # FLASH_ATTN_BENCH_SHARDED_FAKE=1, whose stub release steps compile nothing: see bench/build_sharded.py).
+# SHARDED_JSON=<carried sharded.json from shards.tgz> lets a fresh lease run only the unsharded part and
+# the report, when the first lease ran out before it (the report then compares two leases of one kind).
 #
 # A later lease can rerun the GPU checks without building: `build` (or `test`, if it was the
 # call that waited for the wheel) returns the wheel as $OUT/<wheel>.partNN pieces of 15 MiB;
@@ -333,10 +335,15 @@ shards)
   fi
   report() { cp "$W"/bs/build_sharded.md "$W"/bs/build_sharded.json "$W"/bs/*.json "$R/" 2>/dev/null
     cp "$W"/bs/sharded/logs/*.log "$W"/bs/unsharded/logs/*.log "$R/" 2>/dev/null; }
+  if [ -n "${SHARDED_JSON:-}" ] && [ ! -f "$W/sharded.done" ]; then  # a later lease: the sharded part's record
+    mkdir -p "$W/bs" && cp "$SHARDED_JSON" "$W/bs/sharded.json" && touch "$W/sharded.done" || exit 2
+    echo "shards: sharded part taken from $SHARDED_JSON (an earlier lease); its GPU steps are not rerun"
+    SHARD_TESTS=0
+  fi
   wait_part sharded sharded_build || { report; exit 1; }
-  wheel=$(ls "$W"/bs/wheel/flash_attn-*.whl | head -1)
-  echo "sharded wheel: $wheel"; sha256sum "$wheel" | tee "$R/wheel.sha256"
   if [ "${SHARD_TESTS:-1}" = 1 ]; then
+    wheel=$(ls "$W"/bs/wheel/flash_attn-*.whl | head -1)
+    echo "sharded wheel: $wheel"; sha256sum "$wheel" | tee "$R/wheel.sha256"
     if [ ! -f "$W/site_shard/.from" ] || [ "$(cat "$W/site_shard/.from")" != "$wheel" ]; then
       rm -rf "$W/site_shard"; python3 -m pip install -q --no-deps --no-index --target "$W/site_shard" "$wheel" || exit 3
       echo "$wheel" > "$W/site_shard/.from"
