@@ -358,7 +358,7 @@ shards)
     PYTHONPATH="$SHARD_SITE" once shard_opcheck 160 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
     once shard_bench_kernels 20 python3 "$ROOT/bench/kernels.py" --out "$W/once/kernels" \
       --build "sharded=$W/site_shard" --host-overhead || rc=1
-    cp "$W"/once/kernels/*.md "$R/" 2>/dev/null
+    cp "$W"/once/kernels/*.md "$W"/once/kernels/*.json "$R/" 2>/dev/null
     for s in shard_build_info shard_release_paths shard_rescale_skip shard_opcheck shard_bench_kernels; do
       [ -f "$W/once/$s.rc" ] || { echo "shards: $s not finished in this call; call the shards phase again"; report; exit 1; }
     done
