@@ -37,6 +37,11 @@ report says which basis it used. Targets (reported, not asserted): our build wal
 1.15x of the lower bound, and at most 0.8x of upstream's for the same units.
 
 Writes DIR/build.json and DIR/build.md.
+
+Sharded against unsharded (bench/build_sharded.py; writes DIR/build_sharded.json and .md)::
+
+    python bench/build.py --out DIR --sharded 4x4 [--kernel-set dev --archs 90 --sdist PATH]
+                          [--only sharded|unsharded|both|report]
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import bench_common as bc
+import build_sharded
 import machine
 
 from release import manifest  # src/ is on PYTHONPATH: see bench_common
@@ -1239,6 +1245,18 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="full: pip wheel of the whole sdist; units: upstream's compile commands for our units only",
     )
     p.add_argument("--upstream-nvcc-threads", type=int, help="NVCC_THREADS for setup.py (default: unset, i.e. 4)")
+    p.add_argument(
+        "--sharded",
+        metavar="NxM",
+        help="N shard builds of M jobs each, gathered and linked, against one build of N*M jobs "
+        "(bench/build_sharded.py; e.g. 4x4)",
+    )
+    p.add_argument(
+        "--only",
+        choices=["sharded", "unsharded", "both", "report"],
+        default="both",
+        help="with --sharded: which part to run (report: none, only rewrite the report); default both",
+    )
     p.add_argument("--upstream-run", type=Path, help=argparse.SUPPRESS)  # internal: the detached runner
     args = p.parse_args(argv)
     try:
@@ -1251,6 +1269,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         p.error("--out is required (except with --upstream-background)")
     if args.upstream and args.collect:
         p.error("--upstream and --collect exclude each other")
+    if args.only != "both" and not args.sharded:
+        p.error("--only needs --sharded NxM")
     return args
 
 
@@ -1261,6 +1281,12 @@ def main(argv: list[str] | None = None) -> int:
         status = run_upstream(args.upstream_run.resolve())
         return 0 if status.get("state") == "done" else 1
     version, _ = upstream_pin()
+    if args.sharded:
+        sdist = find_sdist(args.sdist, version)
+        if sdist is None and args.only != "report" and os.environ.get(build_sharded.FAKE_ENV) != "1":
+            print(f"build.py: no flash_attn-{version}.tar.gz found; pass --sdist PATH", file=sys.stderr)
+            return 2
+        return build_sharded.main(args.out.resolve(), args.sharded, args.only, args.kernel_set, args.archs, sdist)
     nvcc = find_nvcc(args.nvcc)
     need_sdist = not args.reuse_ours or args.upstream or args.upstream_background
     sdist = find_sdist(args.sdist, version)

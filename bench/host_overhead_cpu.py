@@ -33,12 +33,12 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
 
-import torch  # noqa: E402
+import torch
 
-import flash_attn  # noqa: E402
-from flash_attn import _build_info, _checks, _compat, _loader, _ops  # noqa: E402
+# The checkout's flash_attn (run with PYTHONPATH=. or from the repository root, docs/benchmarks.md).
+import flash_attn
+from flash_attn import _build_info, _checks, _compat, _loader, _ops
 
 NAMESPACE = "flash_attn_cpu_bench"
 

@@ -13,11 +13,22 @@
 #                                              #   with the host-overhead table), on the dev wheel of `build`
 #   KSET=... bash tools/device_session.sh opcheck   # a small set straight into a wheel, then opcheck
 #                                              #   and the P-padding probe on it (~5 min for two units)
+#   bash tools/device_session.sh shards    # issue 13, call it until it says "shards: all done" (~4 calls):
+#                                              #   the dev set as SHARDS (4x4) shard builds at once, gathered and
+#                                              #   linked (bench/build.py --sharded --only sharded, detached);
+#                                              #   then on that wheel release paths, rescale-skip, opcheck and the
+#                                              #   kernel benchmark with host overhead; then the unsharded build of
+#                                              #   the same set (SHARDS N*M jobs, detached); then the report
+#                                              #   build_sharded.md. Each call skips what is done.
 #
 # Switches (environment): JOBS (16) and TREE_JOBS (JOBS) size the two builds; WITH_TREE=1 starts the
 # tree's build beside ours in the build phase (both fit 128 GB at JOBS=12 TREE_JOBS=6); TIMED=0 leaves
 # the timed steps out of `test` (run `bench` next); LOAD_COST=0 skips the ci builds and the load-cost
-# benchmark; UPSTREAM=0 does not start upstream's build at the end of `test`.
+# benchmark; UPSTREAM=0 does not start upstream's build at the end of `test`. SHARDS (4x4: shards x
+# jobs per shard) sizes the shards phase; SHARD_TESTS=0 leaves its GPU steps out (a CPU rehearsal with
+# FLASH_ATTN_BENCH_SHARDED_FAKE=1, whose stub release steps compile nothing: see bench/build_sharded.py).
+# SHARDED_JSON=<carried sharded.json from shards.tgz> lets a fresh lease run only the unsharded part and
+# the report, when the first lease ran out before it (the report then compares two leases of one kind).
 #
 # A later lease can rerun the GPU checks without building: `build` (or `test`, if it was the
 # call that waited for the wheel) returns the wheel as $OUT/<wheel>.partNN pieces of 15 MiB;
@@ -44,7 +55,7 @@
 #            --upstream-mode units), 16 jobs, alone on the machine -> build benchmark
 # The A-1 builds of the first lease (threshold 8 / 0 / broken) are in docs/evidence/h200-2026-11-29.
 set -u
-phase=${1:?usage: device_session.sh build|test|upstream|tree|bench|opcheck}
+phase=${1:?usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=${W:-/tmp/fa}
 OUT=${OUT:-$W/out}
@@ -171,6 +182,45 @@ return_wheel() {  # the wheel back to this machine, in pieces the tool accepts (
   sha256sum "$1" | tee "$R/wheel.sha256"
 }
 
+once() {  # name reserve command...: step, unless an earlier call of this lease finished it (its
+  # output and exit status are kept in $W/once/); a step stopped by the phase's deadline runs again
+  local name=$1 status
+  mkdir -p "$W/once"
+  if [ -f "$W/once/$name.rc" ]; then
+    cp "$W/once/$name.txt" "$R/" 2>/dev/null
+    echo "$name: done in an earlier call (exit $(cat "$W/once/$name.rc")); skipped"
+    return "$(cat "$W/once/$name.rc")"
+  fi
+  step "$@"
+  status=$?
+  if [ "$status" != 124 ]; then cp "$R/$name.txt" "$W/once/"; echo "$status" > "$W/once/$name.rc"; fi
+  return "$status"
+}
+# The shards phase (bench/build_sharded.py): both parts write into $W/bs.
+SHARDS=${SHARDS:-4x4}
+export SHARDS
+sharded_part() {
+  python3 "$ROOT/bench/build.py" --out "$W/bs" --sharded "$SHARDS" --only "$1" --kernel-set "$KSET" \
+    --archs "$ARCHS" --sdist "$SDIST"
+}
+sharded_build() { sharded_part sharded; }
+unsharded_build() { sharded_part unsharded; }
+shard_progress() {  # the last progress line of each build of the shards phase (release.progress)
+  local f
+  for f in "$W"/bs/sharded/logs/*.log "$W"/bs/unsharded/logs/*.log; do
+    [ -f "$f" ] && printf '%s: %s\n' "$(basename "$f" .log)" "$(tr '\r' '\n' < "$f" | grep -a 'kernel units\|edges' | tail -1)"
+  done
+}
+wait_part() {  # name function: start the part detached unless done or running, wait for it; 1 if not done
+  [ -f "$W/$1.done" ] && return 0
+  [ -f "$W/$1.failed" ] && ! running "$1" && { echo "$1: failed in an earlier call; rm $W/$1.failed to retry"; return 1; }
+  background "$1" "$2" sharded_part
+  wait_for "$1" "$(left 25)" && return 0
+  if [ -f "$W/$1.failed" ]; then echo "$1: failed"; tail -n 25 "$W/$1.log"
+  else echo "$1: still running (call the shards phase again at once; it keeps building)"; shard_progress; fi
+  return 1
+}
+
 case "$phase" in
 build)
   {
@@ -274,5 +324,61 @@ bench)
   timed_steps "$wheel"
   exit $rc
   ;;
-*) echo "usage: device_session.sh build|test|upstream|tree|bench|opcheck" >&2; exit 2 ;;
+shards)
+  [ -f "$W/shards_machine.txt" ] || {
+    nproc; free -g | head -2; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+    python3 -c 'import torch, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "python", sys.version.split()[0])'
+    cmake --version | head -1; nvcc --version | tail -1; ninja --version
+  } > "$W/shards_machine.txt" 2>&1
+  cp "$W/shards_machine.txt" "$R/machine.txt"
+  # release.wheels builds with `python -m build --no-isolation` and its dependency check (pyproject's
+  # build requires: scikit-build-core, cmake, ninja as Python packages) and retags with `wheel`
+  if [ "${FLASH_ATTN_BENCH_SHARDED_FAKE:-0}" != 1 ] && ! python3 -c 'import build, packaging, wheel, ninja, scikit_build_core' 2> "$R/preflight.txt"; then
+    echo "shards: missing Python packages ($(tail -1 "$R/preflight.txt")); carry their wheels in .whl/ (build, packaging, wheel>=0.48, ninja, scikit-build-core, cmake, pathspec)"
+    exit 3
+  fi
+  report() { cp "$W"/bs/build_sharded.md "$W"/bs/build_sharded.json "$W"/bs/*.json "$R/" 2>/dev/null
+    cp "$W"/bs/sharded/logs/*.log "$W"/bs/unsharded/logs/*.log "$R/" 2>/dev/null; }
+  if [ -n "${SHARDED_JSON:-}" ] && [ ! -f "$W/sharded.done" ]; then  # a later lease: the sharded part's record
+    mkdir -p "$W/bs" && cp "$SHARDED_JSON" "$W/bs/sharded.json" && touch "$W/sharded.done" || exit 2
+    echo "shards: sharded part taken from $SHARDED_JSON (an earlier lease); its GPU steps are not rerun"
+    SHARD_TESTS=0
+  fi
+  wait_part sharded sharded_build || { report; exit 1; }
+  if [ "${SHARD_TESTS:-1}" = 1 ]; then
+    wheel=$(ls "$W"/bs/wheel/flash_attn-*.whl | head -1)
+    echo "sharded wheel: $wheel"; sha256sum "$wheel" | tee "$R/wheel.sha256"
+    if [ ! -f "$W/site_shard/.from" ] || [ "$(cat "$W/site_shard/.from")" != "$wheel" ]; then
+      rm -rf "$W/site_shard"; python3 -m pip install -q --no-deps --no-index --target "$W/site_shard" "$wheel" || exit 3
+      echo "$wheel" > "$W/site_shard/.from"
+    fi
+    lib=$(ls "$W"/site_shard/flash_attn/_C_*.so | head -1)
+    SHARD_SITE="$W/site_shard${PYTHONPATH:+:$PYTHONPATH}"
+    cd "$W" || exit 3  # never import the checkout's flash_attn/
+    # the GPU steps on a quiet machine, before the unsharded build starts
+    PYTHONPATH="$SHARD_SITE" once shard_build_info 400 python3 -m flash_attn
+    PYTHONPATH="$SHARD_SITE" once shard_release_paths 300 python3 "$ROOT/tools/release_paths.py" --dtype all || rc=1
+    once shard_rescale_skip 240 python3 "$ROOT/tests/gpu/rescale_skip.py" --lib "$lib" --dims 64,128 || rc=1
+    PYTHONPATH="$SHARD_SITE" once shard_opcheck 160 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
+    # the torch-free kernels read the Philox state the binding converts: dropout replay, fp16 and bf16
+    PYTHONPATH="$SHARD_SITE" once shard_dropout_fp16 120 python3 "$ROOT/tools/dropout_rng.py" --dtype fp16 || rc=1
+    PYTHONPATH="$SHARD_SITE" once shard_dropout_bf16 90 python3 "$ROOT/tools/dropout_rng.py" --dtype bf16 || rc=1
+    once shard_bench_kernels 20 python3 "$ROOT/bench/kernels.py" --out "$W/once/kernels" \
+      --build "sharded=$W/site_shard" --host-overhead || rc=1
+    cp "$W"/once/kernels/*.md "$W"/once/kernels/*.json "$R/" 2>/dev/null
+    for s in shard_build_info shard_release_paths shard_rescale_skip shard_opcheck shard_dropout_fp16 shard_dropout_bf16 \
+      shard_bench_kernels; do
+      [ -f "$W/once/$s.rc" ] || { echo "shards: $s not finished in this call; call the shards phase again"; report; exit 1; }
+    done
+  fi
+  # started even with little time left: it builds on, detached, until the next call
+  wait_part unsharded unsharded_build || { report; exit 1; }
+  python3 "$ROOT/bench/build.py" --out "$W/bs" --sharded "$SHARDS" --only report > "$R/report.txt" 2>&1 || rc=1
+  report
+  cp "$W/bs/build_sharded.md" "$OUT/" 2>/dev/null
+  cat "$W/bs/build_sharded.md"
+  if [ "$rc" = 0 ]; then echo "shards: all done"; else echo "shards: all steps ran; some failed (rc $rc)"; fi
+  exit $rc
+  ;;
+*) echo "usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards" >&2; exit 2 ;;
 esac
