@@ -28,17 +28,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
 import torch
 
-# The checkout's flash_attn (run with PYTHONPATH=. or from the repository root, docs/benchmarks.md).
+# The checkout's flash_attn (run with PYTHONPATH=.:src, docs/benchmarks.md).
 import flash_attn
 from flash_attn import _build_info, _checks, _compat, _loader, _ops
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 NAMESPACE = "flash_attn_cpu_bench"
 

@@ -325,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
 
         opts = wheels.options_of(ns)
         if opts.kernels is not None:
-            raise ReleaseError("--kernels links an archive into a wheel (nox -s wheel_<group>); a kernels build makes one")
+            raise ReleaseError(
+                "--kernels links an archive into a wheel (nox -s wheel_<group>); a kernels build makes one"
+            )
         if ns.shard:
             try:
                 _paths.kernel_set().parse_shard(ns.shard)

@@ -3,6 +3,8 @@ importable because pytest puts the folder of tests/conftest.py on sys.path)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from release_fakes import make_wheel
 
