@@ -88,7 +88,7 @@ BLOCKS: dict[str, dict[str, Callable[[dict, str], str]]] = {
         "pins-windows": manifest_values,
         "values-options": manifest_values,
     },
-    "docs/release.md": {"values-options": manifest_values},
+    "docs/release.md": {"values-options": manifest_values, "values-plan": manifest_values},
     "docs/design.md": {"values-compile": manifest_values},
 }
 

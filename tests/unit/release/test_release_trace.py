@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-from pathlib import Path
 
 import pytest
+from test_release_flow import fake_python  # noqa: F401  (a fixture)
 
 from release import builder, progress
 
@@ -63,18 +62,10 @@ def test_an_empty_build_gives_a_trace_without_slices(tmp_path):
 
 
 @pytest.mark.skipif(os.name == "nt", reason="uses a POSIX shell script as the fake interpreter")
-def test_run_build_writes_the_trace_beside_the_log(tmp_path, monkeypatch):
-    sys.path.insert(0, str(Path(__file__).parent))
-    import test_release_flow as flow
-
-    script = tmp_path / "fake_build.py"
-    script.write_text(flow.FAKE_BUILD)
-    exe = tmp_path / "fakepython"
-    exe.write_text(f'#!/bin/sh\nshift 2\nexec "{sys.executable}" "{script}" "$@"\n')
-    exe.chmod(0o755)
-    monkeypatch.setenv("FAKES_DIR", str(Path(__file__).parent))
+def test_run_build_writes_the_trace_beside_the_log(tmp_path, fake_python):  # noqa: F811 (the imported fixture)
+    exe = fake_python  # test_release_flow's fake interpreter (a fake build that writes a .ninja_log)
     bdir = tmp_path / "build" / "key"
-    builder.run_build(bdir, {"FLASH_ATTN_JOBS": "1"}, tmp_path / "raw", python=str(exe))
+    builder.run_build(bdir, {"FLASH_ATTN_JOBS": "1"}, tmp_path / "raw", python=exe)
     trace = json.loads((bdir / progress.TRACE_NAME).read_text())
     assert (bdir / builder.LOG_NAME).is_file()
     assert sorted(s["name"] for s in slices(trace) if s["cat"] == "unit") == ["bwd_hdim64_fp16", "fwd_hdim64_fp16"]
