@@ -371,6 +371,12 @@ shards)
       [ -f "$W/once/$s.rc" ] || { echo "shards: $s not finished in this call; call the shards phase again"; report; exit 1; }
     done
   fi
+  # The device tool copies the working tree again at the start of every call, which can pull a
+  # file from under a build that runs on across calls: SHARD_UNSHARDED=0 stops here, so that the
+  # next call starts the unsharded build at its beginning, with a whole call to finish in.
+  if [ "${SHARD_UNSHARDED:-1}" = 0 ] && [ ! -f "$W/unsharded.done" ]; then
+    report; echo "shards: GPU steps done; call again with SHARD_UNSHARDED=1 for the unsharded build"; exit 1
+  fi
   # started even with little time left: it builds on, detached, until the next call
   wait_part unsharded unsharded_build || { report; exit 1; }
   python3 "$ROOT/bench/build.py" --out "$W/bs" --sharded "$SHARDS" --only report > "$R/report.txt" 2>&1 || rc=1
