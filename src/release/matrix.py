@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import _paths, manifest
+from .errors import ReleaseError, run_main
 
 _MANIFEST = manifest.load()
 _MATRIX = _MANIFEST["release_matrix"]
@@ -83,8 +84,8 @@ KERNEL_SETS = tuple(_MANIFEST["kernels"]["sets"])
 STAGES = ("link", "shards", "gather")  # the release workflow's job lists, in the order they run
 
 
-class MatrixError(ValueError):
-    """A filter or option the matrix cannot satisfy; the message says what is valid."""
+class MatrixError(ReleaseError, ValueError):
+    """A filter or option the matrix cannot satisfy; the message says what is valid (exit 2)."""
 
 
 def cu_tag(cuda: str) -> str:
@@ -325,21 +326,22 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
-    try:
+
+    def body() -> int:
+        # MatrixError, and release.plan's PlanError (a job over the limit), are ReleaseErrors: exit 2
         matrix = build_matrix(
             args.os, args.group, args.cuda, args.torch, args.kernel_set or "release", args.runner, stage=args.stage
         )
-    except (MatrixError, ValueError) as e:  # ValueError: release.plan.PlanError (a job over the limit)
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    text = format_table(matrix) if args.format == "table" else json.dumps(matrix, separators=(",", ":")) + "\n"
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text, encoding="utf-8")
-        print(f"release: {len(matrix['include'])} matrix entries written to {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-    return 0
+        text = format_table(matrix) if args.format == "table" else json.dumps(matrix, separators=(",", ":")) + "\n"
+        if args.output:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(text, encoding="utf-8")
+            print(f"release: {len(matrix['include'])} matrix entries written to {args.output}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+        return 0
+
+    return run_main(body, prog="release.matrix")
 
 
 if __name__ == "__main__":

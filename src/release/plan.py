@@ -39,6 +39,7 @@ import sys
 from dataclasses import asdict, dataclass
 
 from . import _paths, manifest, matrix
+from .errors import ReleaseError, run_main
 
 _MANIFEST = manifest.load()
 _PLAN = _MANIFEST["release_plan"]
@@ -50,7 +51,7 @@ DISPATCH_SECONDS = float(_PLAN["dispatch_seconds"])  # the dispatch, per SASS ta
 GATHER_OS = "ubuntu-24.04"  # setup_minutes.gather is given for Linux; other OSes take it too
 
 
-class PlanError(ValueError):
+class PlanError(ReleaseError, ValueError):
     """A plan that cannot meet the job limit, or a bad runner size; the message says what to change."""
 
 
@@ -352,13 +353,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs_here:
         print(f"FLASH_ATTN_JOBS={jobs_here()}")
         return 0
-    try:
+
+    def body() -> int:  # PlanError and MatrixError are ReleaseErrors: exit 2 with the message
         result = plan(args.kernel_set, default_runner(args.runner_cores, args.runner_memory_gib))
-    except (PlanError, matrix.MatrixError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    sys.stdout.write(json.dumps(result, indent=1) + "\n" if args.json else format_text(result))
-    return 0
+        sys.stdout.write(json.dumps(result, indent=1) + "\n" if args.json else format_text(result))
+        return 0
+
+    return run_main(body, prog="release.plan")
 
 
 if __name__ == "__main__":
