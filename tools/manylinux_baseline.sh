@@ -45,7 +45,7 @@ TC=$WORK/toolchain
 
 die() { echo "error: $*" >&2; exit 2; }
 for tool in npm "$HOST_CXX" "$HOST_CC" nox objdump sha256sum xz; do
-  command -v "$tool" >/dev/null || die "$tool not found (npm: apt-get install npm; g++-12: apt-get install g++-12; nox: python3 -m pip install nox==2026.10.20)"
+  command -v "$tool" >/dev/null || die "$tool not found (npm: apt-get install npm; g++-12: apt-get install g++-12; nox: python3 -m pip install \"\$(PYTHONPATH=src python3 -m release.pins nox)\", the pin of build-manifest.json)"
 done
 
 echo "== 1. sysroot ($PKG@$PKG_VERSION)"

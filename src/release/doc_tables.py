@@ -90,6 +90,7 @@ BLOCKS: dict[str, dict[str, Callable[[dict, str], str]]] = {
     },
     "docs/release.md": {"values-options": manifest_values, "values-plan": manifest_values},
     "docs/design.md": {"values-compile": manifest_values},
+    "docs/ci.md": {"values-jobs": manifest_values},
 }
 
 
