@@ -232,3 +232,19 @@ function(flash_attn_torch_free_tree)
   endif()
   message(STATUS "${out}")
 endfunction()
+
+# flash_attn_deterministic_objects(TARGET <CUDA target>)
+#   Gives the target's nvcc compiles `--keep --keep-dir=<build>/nvcc-intermediates`. Without it nvcc
+#   names its intermediate files tmpxft_<process id>_..., and those names end up in every object
+#   (the file symbol and the static initialiser's name), so two compiles of the same unit with the
+#   same inputs give different bytes; with it the intermediates are named after the source
+#   (fwd_hdim64_fp16.cudafe1.cpp) and the objects are identical (measured here: sha256 equal over two
+#   compiles, also through sccache). Not part of the build key: it changes no code and its folder
+#   differs between machines. release.kernels empties the folder after each build (it holds the
+#   preprocessed sources, PTX and cubins: tens of MB per unit).
+function(flash_attn_deterministic_objects)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "TARGET" "")
+  set(dir "${CMAKE_BINARY_DIR}/nvcc-intermediates")
+  file(MAKE_DIRECTORY "${dir}")
+  target_compile_options(${arg_TARGET} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:--keep;--keep-dir=${dir}>")
+endfunction()

@@ -212,6 +212,12 @@ def build(opts: options.BuildOptions, tc: toolchain.Toolchain, shard: str = "", 
         _, log_before = builder.run_streamed(configure, bdir, opts.verbose, what="the kernels configure")
         builder.run_streamed([cmake, "--build", str(bdir)], bdir, opts.verbose, what="the kernels build", append=True)
         cache_stats = cache.stats()
+    # nvcc's --keep intermediates (cmake/FlashAttnKernels.cmake, flash_attn_deterministic_objects): tens of
+    # MB per unit, needed by no later build; the folder itself stays (nvcc writes into it).
+    intermediates = bdir / "nvcc-intermediates"
+    if intermediates.is_dir():
+        shutil.rmtree(intermediates)
+        intermediates.mkdir()
     wall = time.monotonic() - started
     entries = progress.read_ninja_log(bdir / ".ninja_log", log_before)
     summary = progress.summary(entries, wall, progress.peak_child_rss_bytes(), {})

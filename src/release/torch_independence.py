@@ -55,7 +55,9 @@ def _run(py: Path, module: str, args: list[str], log: Path) -> str:
     return proc.stdout
 
 
-def _objects(archive: Path) -> dict[str, str]:
+def _objects(folder: Path) -> dict[str, str]:
+    """{object file: sha256} of the one kernels archive in `folder` (a build's ``archive/`` or an --out)."""
+    (archive,) = sorted(Path(folder).glob("kernels-*"))
     return {o["file"]: o["sha256"] for o in kernels.load(archive).manifest["objects"]}
 
 
@@ -99,8 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         kflow = [a for a in flow if a != "--smoke-no-deps"]
         _run(pys[1], "kernels", ["build", *kflow, "--out", str(root / "recompiled")], out / "kernels-recompile.log")
         summary = json.loads((kdir_a / "flash_attn_build_summary.json").read_text())
-        (recompiled,) = (root / "recompiled").glob("kernels-*")
-        first, again = record["wheels"][0]["objects"], _objects(recompiled)
+        first, again = record["wheels"][0]["objects"], _objects(root / "recompiled")
         record["recompile"] = {"torch": ns.torch[1], "kernel_units_compiled": summary["units_compiled"],
                                "objects": again, "identical": first == again}  # fmt: skip
         second = record["wheels"][1]
