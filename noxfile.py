@@ -36,7 +36,7 @@ ENV = {"PYTHONPATH": str(SRC)}
 
 def _release(session: nox.Session, module: str, *args: str) -> None:
     session.install(*PINS["build"])
-    if "sccache" in session.posargs or os.environ.get("FLASH_ATTN_CACHE") == "sccache":
+    if {"sccache", "--cache=sccache"} & set(session.posargs) or os.environ.get("FLASH_ATTN_CACHE") == "sccache":
         session.install(*PINS["cache"])  # --cache sccache
     session.run("python", "-m", f"release.{module}", *args, *session.posargs, env=ENV)
 

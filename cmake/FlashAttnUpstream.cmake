@@ -7,8 +7,8 @@
 #                          directory csrc/flash_attn is copied into the build tree, so applying the
 #                          kernel deltas never edits the user's tree; CUTLASS is used in place.
 #   FLASH_ATTN_SDIST       an already-downloaded sdist file (offline machines); hash-checked.
-#   (default)              `pip download` of the pinned sdist into a cache outside the build tree,
-#                          hash-checked, reused by every later build.
+#   (default)              the pinned sdist downloaded (PyPI's file URL, else pip) into a cache outside
+#                          the build tree, hash-checked, reused by every later build.
 #
 # The pin (version and sha256 of the sdist) is "upstream" in build-manifest.json.
 # pip must prepare the sdist's metadata, and its setup.py imports torch, hence the flags
@@ -17,6 +17,7 @@
 include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnManifest.cmake")
 flash_attn_manifest_get(FLASH_ATTN_UPSTREAM_VERSION upstream version)
 flash_attn_manifest_get(FLASH_ATTN_UPSTREAM_SHA256 upstream sha256)
+flash_attn_manifest_get(FLASH_ATTN_UPSTREAM_URL upstream url)
 
 # flash_attn_default_cache_dir(<out var>)
 #   Per-user cache for downloaded sdists: $FLASH_ATTN_CACHE_DIR, else %LOCALAPPDATA%\flash_attn_wheels
@@ -54,7 +55,11 @@ function(flash_attn_verify_sdist file)
 endfunction()
 
 # flash_attn_download_sdist(<python> <cache dir> <out var>)
-#   Returns the path of the pinned sdist in <cache dir>, downloading it with pip when absent.
+#   Returns the path of the pinned sdist in <cache dir>, downloading it when absent: first straight
+#   from PyPI's file URL (upstream.url of build-manifest.json, file(DOWNLOAD) with the pinned
+#   SHA-256: no pip and no torch needed, so torch-free kernel builds can fetch it), else with pip
+#   (for machines that reach PyPI only through pip's configured index; pip prepares the sdist's
+#   metadata, whose setup.py imports torch). FATAL_ERROR naming both attempts when neither works.
 function(flash_attn_download_sdist python cache_dir out_var)
   set(file "${cache_dir}/flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}.tar.gz")
   if(NOT EXISTS "${file}")
@@ -62,19 +67,28 @@ function(flash_attn_download_sdist python cache_dir out_var)
     file(MAKE_DIRECTORY "${cache_dir}")
     set(staging "${cache_dir}/.download-${FLASH_ATTN_UPSTREAM_SHA256}")
     file(REMOVE_RECURSE "${staging}")
-    execute_process(
-      COMMAND "${CMAKE_COMMAND}" -E env FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE
-              "${python}" -m pip download --quiet --no-build-isolation --no-deps --no-binary :all:
-              "flash-attn==${FLASH_ATTN_UPSTREAM_VERSION}" -d "${staging}"
-      RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-    if(NOT rc EQUAL 0 OR NOT EXISTS "${staging}/flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}.tar.gz")
+    set(got "${staging}/flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}.tar.gz")
+    file(DOWNLOAD "${FLASH_ATTN_UPSTREAM_URL}" "${got}" EXPECTED_HASH "SHA256=${FLASH_ATTN_UPSTREAM_SHA256}"
+         TLS_VERIFY ON STATUS status)
+    list(GET status 0 code)
+    if(NOT code EQUAL 0)
+      list(GET status 1 url_error)
       file(REMOVE_RECURSE "${staging}")
-      message(FATAL_ERROR "flash_attn: could not download flash-attn==${FLASH_ATTN_UPSTREAM_VERSION} with pip "
-                          "(exit ${rc}):\n${err}\nOn an offline machine pass FLASH_ATTN_SDIST=<path to the .tar.gz> "
-                          "or FLASH_ATTN_SOURCE_DIR=<upstream tree>.")
+      execute_process(
+        COMMAND "${CMAKE_COMMAND}" -E env FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE
+                "${python}" -m pip download --quiet --no-build-isolation --no-deps --no-binary :all:
+                "flash-attn==${FLASH_ATTN_UPSTREAM_VERSION}" -d "${staging}"
+        RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+      if(NOT rc EQUAL 0 OR NOT EXISTS "${got}")
+        file(REMOVE_RECURSE "${staging}")
+        message(FATAL_ERROR "flash_attn: could not download flash-attn==${FLASH_ATTN_UPSTREAM_VERSION}: from "
+                            "${FLASH_ATTN_UPSTREAM_URL}: ${url_error}; with pip (exit ${rc}, needs torch installed):\n"
+                            "${err}\nOn an offline machine pass FLASH_ATTN_SDIST=<path to the .tar.gz> or "
+                            "FLASH_ATTN_SOURCE_DIR=<upstream tree>.")
+      endif()
     endif()
-    flash_attn_verify_sdist("${staging}/flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}.tar.gz")
-    file(RENAME "${staging}/flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}.tar.gz" "${file}")
+    flash_attn_verify_sdist("${got}")
+    file(RENAME "${got}" "${file}")
     file(REMOVE_RECURSE "${staging}")
   endif()
   set(${out_var} "${file}" PARENT_SCOPE)

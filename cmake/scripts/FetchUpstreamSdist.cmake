@@ -3,7 +3,7 @@
 # Usage (script mode):  cmake [-DPYTHON=<python>] [-DFLASH_ATTN_SDIST=<file>] -P cmake/scripts/FetchUpstreamSdist.cmake
 #
 # With FLASH_ATTN_SDIST it checks that file's SHA-256 against the pin; otherwise it downloads the
-# pin with pip into the download cache (flash_attn_default_cache_dir) when absent and verifies the
+# pin (PyPI's file URL of the manifest, else pip) into the download cache (flash_attn_default_cache_dir) when absent and verifies the
 # cached file. It prints one line, "flash_attn-sdist=<absolute path>", on success and stops with
 # FATAL_ERROR (exit code 1) with the build's own message otherwise. Tests and tools call it so
 # that they find the upstream tree exactly the way the build does (cmake/FlashAttnUpstream.cmake).

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _paths, build_key, builder, checksums, compile_cache, options, progress, toolchain
+from . import _paths, build_key, builder, checksums, compile_cache, options, pins, progress, toolchain
 from .errors import ReleaseError, run_main
 
 MANIFEST_NAME = "kernels-manifest.json"
@@ -174,7 +174,8 @@ def cmake_executable() -> str:
     """The cmake on PATH (the sessions install the pinned one); ReleaseError when there is none."""
     found = shutil.which("cmake")
     if not found:
-        raise ReleaseError("no cmake on PATH; install the pinned one: python -m pip install cmake==4.4.5 ninja==1.13.2")
+        tools = " ".join(pins.lookup(["cmake", "ninja"]))
+        raise ReleaseError(f"no cmake on PATH; install the pinned one: python -m pip install {tools}")
     return found
 
 
@@ -332,20 +333,27 @@ def main(argv: list[str] | None = None) -> int:
         opts = wheels.options_of(ns)
         if opts.kernels is not None:
             raise ReleaseError(
-                "--kernels links an archive into a wheel (nox -s wheel_<group>); a kernels build makes one"
+                "--kernels / FLASH_ATTN_KERNELS links an archive into a wheel (nox -s wheel_<group>); a kernels "
+                "build makes one: drop --kernels or unset FLASH_ATTN_KERNELS"
             )
-        if ns.shard:
+        shard = ns.shard or os.environ.get("FLASH_ATTN_SHARD", "")
+        set_name, units = opts.validate(check_out=False)
+        if shard:
             try:
-                _paths.kernel_set().parse_shard(ns.shard)
+                _, count = _paths.kernel_set().parse_shard(shard)
             except ValueError as e:
                 raise ReleaseError(f"--shard: {e}") from None
-        set_name, units = opts.validate(check_out=False)
+            if count > len(units):
+                raise ReleaseError(
+                    f"--shard {shard}: kernel set '{set_name}' has {len(units)} units, so at most {len(units)} "
+                    "shards have work; pass a smaller N"
+                )
         tc = toolchain.probe()
         toolchain.check(tc, need_torch=False)
         opts.validate_toolchain(tc.cuda_version)
         out = ns.out.resolve() if ns.out else _paths.REPO_ROOT / "kernels"
-        archive, summary = build(opts, tc, ns.shard, out)
-        progress.render_summary(summary, title=f"flash_attn kernels {opts.group} {set_name} {ns.shard or ''}")
+        archive, summary = build(opts, tc, shard, out)
+        progress.render_summary(summary, title=f"flash_attn kernels {opts.group} {set_name} {shard}")
         print(f"release: wrote {archive}", flush=True)
         return 0
 
