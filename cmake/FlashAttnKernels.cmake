@@ -238,8 +238,9 @@ endfunction()
 #   names its intermediate files tmpxft_<process id>_..., and those names end up in every object
 #   (the file symbol and the static initialiser's name), so two compiles of the same unit with the
 #   same inputs give different bytes; with it the intermediates are named after the source
-#   (fwd_hdim64_fp16.cudafe1.cpp) and the objects are identical (measured here: sha256 equal over two
-#   compiles, also through sccache). Not part of the build key: it changes no code and its folder
+#   (fwd_hdim64_fp16.cudafe1.cpp) and those names are stable (measured here: the dispatch object's
+#   sha256 equal over two compiles, also through sccache). A kernel unit's object still varies in its
+#   fatbin and in cudafe++'s anonymous-namespace id (docs/evidence/cpu-2026-12-01-release-at-scale/). Not part of the build key: it changes no code and its folder
 #   differs between machines. release.kernels empties the folder after each build (it holds the
 #   preprocessed sources, PTX and cubins: tens of MB per unit).
 function(flash_attn_deterministic_objects)
