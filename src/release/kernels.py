@@ -68,11 +68,9 @@ class Archive:
 
 
 def unit_names(kernels_record: dict) -> list[str]:
-    """Unit names of a generator record (kernels.json): <kind>_hdim<D>_<dtype>[_causal]."""
-    return [
-        f"{k['kind']}_hdim{k['head_dim']}_{k['dtype']}" + ("_causal" if k["causal"] else "")
-        for k in kernels_record["kernels"]
-    ]
+    """Unit names of a generator record (kernels.json), as kernel_set.Unit names them."""
+    unit = _paths.kernel_set().Unit
+    return [unit(k["kind"], k["dtype"], k["head_dim"], k["causal"]).name for k in kernels_record["kernels"]]
 
 
 def object_unit(path: str) -> tuple[str, str]:
