@@ -224,6 +224,7 @@ def generate(spec: str, tree: Path, out: Path, shard: str = "") -> tuple[str, li
         "split_align": features["split_align"],
         "head_dims": list(HEAD_DIMS),  # what kernel_head_dim() in dispatch.cu rounds up to
         "kernels": [u.as_dict() for u in sorted(units)],
+        "unit_names": sorted(u.name for u in units),  # kernel_set's names, for CMake's kernels build key
         "shard": shard_record,
     }
     write_if_changed(out / "kernels.json", json.dumps(record, indent=1) + "\n")
