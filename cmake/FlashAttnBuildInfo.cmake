@@ -5,7 +5,7 @@
 #   package's loader before the library is loaded) and a C++ header defining
 #   `kFlashAttnBuildInfoJson` with the same text (returned by torch.ops.flash_attn.build_info, so the
 #   library itself can say how it was built). Scalar keys: VERSION GROUP PTX_ARCH CUDA_VERSION
-#   TORCH_VERSION TORCH_CUDA_VERSION CXX11_ABI UPSTREAM_SOURCE UPSTREAM_SHA256 UPSTREAM_PHILOX_ARGS
+#   TORCH_VERSION TORCH_CUDA_VERSION CXX11_ABI TORCH_ABI (exact|stable) TORCH_MIN (stable: "2.11") UPSTREAM_SOURCE UPSTREAM_SHA256 UPSTREAM_PHILOX_ARGS
 #   CXX_COMPILER CUDA_COMPILER FATBIN_COMPRESSION KERNELS_KEY (the kernel objects' build key,
 #   cmake/FlashAttnKernels.cmake); list keys: ARCHS SASS. Booleans are CMake truth
 #   values. UPSTREAM_SOURCE is "sdist", "sdist-file" or a local tree's path. With
@@ -39,7 +39,7 @@ function(_flash_attn_json_bool out_var value)
 endfunction()
 
 function(flash_attn_write_build_info)
-  set(scalars VERSION GROUP PTX_ARCH CUDA_VERSION TORCH_VERSION TORCH_CUDA_VERSION CXX11_ABI UPSTREAM_SOURCE
+  set(scalars VERSION GROUP PTX_ARCH CUDA_VERSION TORCH_VERSION TORCH_CUDA_VERSION CXX11_ABI TORCH_ABI TORCH_MIN UPSTREAM_SOURCE
               UPSTREAM_VERSION UPSTREAM_SHA256 UPSTREAM_PHILOX_ARGS CXX_COMPILER CUDA_COMPILER FATBIN_COMPRESSION
               KERNELS_KEY OUT_JSON OUT_HEADER KERNELS_JSON)
   cmake_parse_arguments(arg "" "${scalars}" "ARCHS;SASS" ${ARGN})
@@ -56,6 +56,10 @@ function(flash_attn_write_build_info)
   _flash_attn_json_bool(packed "${FLASH_ATTN_PACKED_FMA}")
   _flash_attn_json_bool(broken "${FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET}")
   set(threshold "${FLASH_ATTN_RESCALE_THRESHOLD}")
+  set(torch_min null)  # JSON null: an exact build serves its one torch
+  if(NOT "${arg_TORCH_MIN}" STREQUAL "")
+    set(torch_min "\"${arg_TORCH_MIN}\"")
+  endif()
   if(NOT FLASH_ATTN_APPLY_DELTAS)
     set(threshold null)
     set(packed null)
@@ -65,7 +69,7 @@ function(flash_attn_write_build_info)
   foreach(pair "version;\"${arg_VERSION}\"" "group;\"${arg_GROUP}\"" "archs;${archs}" "sass;${sass}"
                "ptx_arch;${arg_PTX_ARCH}" "cuda_version;\"${arg_CUDA_VERSION}\""
                "torch_version;\"${arg_TORCH_VERSION}\"" "torch_cuda_version;\"${arg_TORCH_CUDA_VERSION}\""
-               "cxx11_abi;${abi}" "kernel_set;\"${kernel_set}\"" "kernels;${kernel_list}"
+               "cxx11_abi;${abi}" "torch_abi;\"${arg_TORCH_ABI}\"" "torch_min;${torch_min}" "kernel_set;\"${kernel_set}\"" "kernels;${kernel_list}"
                "deltas;{\"applied\": ${applied}, \"rescale_threshold\": ${threshold}, \"packed_fma\": ${packed}, \"broken_no_max_reset\": ${broken}}"
                "upstream;{\"version\": \"${arg_UPSTREAM_VERSION}\", \"sha256\": \"${arg_UPSTREAM_SHA256}\", \"source\": \"${arg_UPSTREAM_SOURCE}\", \"philox_args\": \"${arg_UPSTREAM_PHILOX_ARGS}\"}"
                "compilers;{\"cxx\": \"${arg_CXX_COMPILER}\", \"cuda\": \"${arg_CUDA_COMPILER}\"}"

@@ -32,6 +32,7 @@ flash_attn_option(FLASH_ATTN_CUTLASS_DIR)
 flash_attn_option(FLASH_ATTN_KERNELS)
 flash_attn_option(FLASH_ATTN_KERNELS_ONLY)
 flash_attn_option(FLASH_ATTN_SHARD)
+flash_attn_option(FLASH_ATTN_TORCH_ABI)
 
 # The package version: scikit-build-core passes it; plain CMake reads flash_attn/_version.py.
 if(DEFINED SKBUILD_PROJECT_VERSION_FULL)

@@ -8,7 +8,9 @@
 #     FLASH_ATTN_TORCH_CXX11_ABI     ON/OFF (torch._C._GLIBCXX_USE_CXX11_ABI)
 #     FLASH_ATTN_TORCH_LIB_DIR       torch/lib
 #   and the INTERFACE target `flash_attn_torch` (torch headers; c10, torch, torch_cpu, c10_cuda,
-#   torch_cuda; CUDA::cudart; the torch C++ ABI define) to link operator libraries against.
+#   torch_cuda; CUDA::cudart; the torch C++ ABI define) to link operator libraries against, and
+#   `flash_attn_torch_stable` (torch headers; torch_cpu, torch_cuda, CUDA::cudart) for the
+#   stable-ABI binding.
 #   Errors (FATAL_ERROR, before anything compiles):
 #     - torch not importable by <exe>: says to install torch into that interpreter;
 #     - torch is a CPU build;
@@ -101,6 +103,12 @@ macro(flash_attn_find_torch)
     endif()
     find_package(CUDAToolkit REQUIRED)
     target_link_libraries(flash_attn_torch INTERFACE CUDA::cudart)
+    # The stable-ABI binding (cmake/FlashAttnTorchAbi.cmake): the same headers, but only the libraries
+    # that export torch's C shims (torch_cpu; torch_cuda for the current CUDA stream), no c10.
+    add_library(flash_attn_torch_stable INTERFACE)
+    target_include_directories(flash_attn_torch_stable INTERFACE ${TORCH_INCLUDE_DIRS})
+    target_link_libraries(flash_attn_torch_stable INTERFACE "${FLASH_ATTN_LIB_torch_cpu}" "${FLASH_ATTN_LIB_torch_cuda}"
+                                                            CUDA::cudart)
   endif()
   message(STATUS "flash_attn: torch ${FLASH_ATTN_TORCH_VERSION} (CUDA ${FLASH_ATTN_TORCH_CUDA_VERSION}, "
                  "cxx11 ABI ${FLASH_ATTN_TORCH_CXX11_ABI}); its -gencode flags removed")

@@ -1,8 +1,9 @@
 // Argument validation shared by the operator implementations in src/binding.
 //
 // These checks are the only validation of the operators' inputs: the Python layer
-// (flash_attn/_checks.py) does not repeat them, it only turns the c10::Error into
-// flash_attn.InputError.  Every failed check throws c10::Error (RuntimeError in Python) whose
+// (flash_attn/_checks.py) does not repeat them, it only turns the error into
+// flash_attn.InputError.  Every failed check throws through fail() (tensor_api.h: c10::Error in
+// the exact build, std::runtime_error in the stable-ABI one, RuntimeError in Python either way) whose
 // text starts with the operator name and says which argument was wrong, what was expected, what
 // was given and, where there is one, what to do, e.g.
 //   flash_attn::fwd: k must have shape (B, Sk, Hk, D) = [2, 512, 8, 64], got [2, 512, 8, 80]
@@ -18,11 +19,7 @@
 #include <optional>
 #include <utility>
 
-#include <ATen/core/Tensor.h>
-#include <c10/core/Device.h>
-#include <c10/core/ScalarType.h>
-#include <c10/util/ArrayRef.h>
-#include <c10/util/Exception.h>
+#include "tensor_api.h"
 
 namespace flash_attn_wheels::binding {
 
@@ -30,23 +27,23 @@ namespace flash_attn_wheels::binding {
 // copied here (in C++ the stride test costs nothing, in Python it is a call per tensor per
 // call); an undefined or 0-d tensor is returned as it is, for the checks to report.  Caches
 // that are updated in place are never copied: fwd_kvcache rejects a strided one.
-inline at::Tensor with_unit_last_stride(const at::Tensor& t) {
-  return t.defined() && t.dim() >= 1 && t.stride(-1) != 1 ? t.contiguous() : t;
+inline Tensor with_unit_last_stride(const Tensor& t) {
+  return t.defined() && t.dim() >= 1 && stride_from_end(t, 1) != 1 ? as_contiguous(t) : t;
 }
 
 // The Python spelling of a dtype ("torch.float32"), so that messages name what users type.
-inline const char* torch_dtype_name(at::ScalarType st) {
+inline const char* torch_dtype_name(DType st) {
   switch (st) {
-    case at::kHalf: return "torch.float16";
-    case at::kBFloat16: return "torch.bfloat16";
-    case at::kFloat: return "torch.float32";
-    case at::kDouble: return "torch.float64";
-    case at::kInt: return "torch.int32";
-    case at::kLong: return "torch.int64";
-    case at::kShort: return "torch.int16";
-    case at::kChar: return "torch.int8";
-    case at::kByte: return "torch.uint8";
-    case at::kBool: return "torch.bool";
+    case kHalf: return "torch.float16";
+    case kBFloat16: return "torch.bfloat16";
+    case kFloat: return "torch.float32";
+    case c10::ScalarType::Double: return "torch.float64";
+    case kInt: return "torch.int32";
+    case kLong: return "torch.int64";
+    case c10::ScalarType::Short: return "torch.int16";
+    case c10::ScalarType::Char: return "torch.int8";
+    case c10::ScalarType::Byte: return "torch.uint8";
+    case c10::ScalarType::Bool: return "torch.bool";
     default: return c10::toString(st);
   }
 }
@@ -61,82 +58,83 @@ class ArgChecker {
   // Generic condition: throws "<op>: <parts...>" when `ok` is false.
   template <typename... Parts>
   void expect(bool ok, const Parts&... parts) const {
-    TORCH_CHECK(ok, op_, ": ", parts...);
+    if (!ok) fail(op_, ": ", parts...);
   }
 
   // The tensor that fixes the device of the call (q).  It must be a CUDA tensor; a CPU
   // tensor here is the usual mistake of calling the op before moving inputs to the GPU.
-  void is_cuda(const at::Tensor& t, const char* name) const {
+  void is_cuda(const Tensor& t, const char* name) const {
     expect(t.defined(), name, " is an undefined tensor");
-    expect(t.is_cuda(), name, " is on device '", t.device(),
+    expect(t.is_cuda(), name, " is on device '", device_text(t.device()),
            "'; FlashAttention-2 kernels run on CUDA devices only: move the inputs with .cuda() "
            "or .to('cuda')");
   }
 
   // A tensor that must live on the same CUDA device as q.
-  void same_device(const at::Tensor& t, const char* name, const c10::Device& device) const {
+  void same_device(const Tensor& t, const char* name, const Device& device) const {
     expect(t.defined(), name, " is an undefined tensor");
-    expect(t.device() == device, name, " is on ", t.device(), " but q is on ", device,
+    expect(t.device() == device, name, " is on ", device_text(t.device()), " but q is on ", device_text(device),
            "; put all inputs on one CUDA device");
   }
 
   // q: fixes device and dtype for the call.  CUDA, fp16/bf16, contiguous last dimension.
-  void query(const at::Tensor& q, const char* name = "q") const {
+  void query(const Tensor& q, const char* name = "q") const {
     is_cuda(q, name);
     attention_dtype(q, name);
     last_dim_contiguous(q, name);
   }
 
   // k/v/out/dout/caches: same device and dtype as q, contiguous last dimension.
-  void like_query(const at::Tensor& t, const char* name, const at::Tensor& q) const {
+  void like_query(const Tensor& t, const char* name, const Tensor& q) const {
     same_device(t, name, q.device());
     same_dtype(t, name, q.scalar_type());
     last_dim_contiguous(t, name);
   }
 
   // q/k/v/out/dout: half precision only.
-  void attention_dtype(const at::Tensor& t, const char* name) const {
+  void attention_dtype(const Tensor& t, const char* name) const {
     const auto st = t.scalar_type();
-    expect(st == at::kHalf || st == at::kBFloat16, name, " has dtype ", torch_dtype_name(st),
+    expect(st == kHalf || st == kBFloat16, name, " has dtype ", torch_dtype_name(st),
            "; FlashAttention-2 kernels take torch.float16 or torch.bfloat16 only (fp32 is not "
            "supported): cast with .to(torch.bfloat16) or .half(), or run under torch.autocast");
   }
 
-  void dtype(const at::Tensor& t, const char* name, at::ScalarType expected) const {
+  void dtype(const Tensor& t, const char* name, DType expected) const {
     expect(t.scalar_type() == expected, name, " must have dtype ", torch_dtype_name(expected),
            ", got ", torch_dtype_name(t.scalar_type()));
   }
 
   // Same dtype as q (all attention operands share one dtype).
-  void same_dtype(const at::Tensor& t, const char* name, at::ScalarType q_dtype) const {
+  void same_dtype(const Tensor& t, const char* name, DType q_dtype) const {
     expect(t.scalar_type() == q_dtype, name, " has dtype ", torch_dtype_name(t.scalar_type()),
            " but q has ", torch_dtype_name(q_dtype), "; q, k and v must share one dtype");
   }
 
   // The kernels read the head dim with unit stride; other dims may be strided.
-  void last_dim_contiguous(const at::Tensor& t, const char* name) const {
-    expect(t.dim() >= 1 && t.stride(-1) == 1, name,
+  void last_dim_contiguous(const Tensor& t, const char* name) const {
+    expect(t.dim() >= 1 && stride_from_end(t, 1) == 1, name,
            " must be contiguous in its last dimension (stride(-1) == 1), got strides ",
-           t.strides(), "; call .contiguous() first");
+           shape_text(t.strides()), "; call .contiguous() first");
   }
 
-  void contiguous(const at::Tensor& t, const char* name) const {
-    expect(t.is_contiguous(), name, " must be contiguous, got sizes ", t.sizes(),
-           " with strides ", t.strides(), "; pass ", name, ".contiguous()");
+  void contiguous(const Tensor& t, const char* name) const {
+    expect(t.is_contiguous(), name, " must be contiguous, got sizes ", shape_text(t.sizes()),
+           " with strides ", shape_text(t.strides()), "; pass ", name, ".contiguous()");
   }
 
   // Number of dimensions, checked before any size is read.  `dims` names them, e.g.
   // "(B, Sq, H, D)".
-  void rank(const at::Tensor& t, const char* name, int64_t expected, const char* dims) const {
+  void rank(const Tensor& t, const char* name, int64_t expected, const char* dims) const {
     expect(t.dim() == expected, name, " must be a ", expected, "-D tensor ", dims, ", got ",
-           t.dim(), "-D tensor of shape ", t.sizes());
+           t.dim(), "-D tensor of shape ", shape_text(t.sizes()));
   }
 
   // Exact shape; `dims` names the dimensions for the message.
-  void shape(const at::Tensor& t, const char* name, const char* dims,
+  void shape(const Tensor& t, const char* name, const char* dims,
              std::initializer_list<int64_t> expected) const {
-    const c10::IntArrayRef want(expected);
-    expect(t.sizes() == want, name, " must have shape ", dims, " = ", want, ", got ", t.sizes());
+    const IntList want(expected);
+    expect(has_sizes(t, want), name, " must have shape ", dims, " = ", shape_text(want), ", got ",
+           shape_text(t.sizes()));
   }
 
   // D: what the kernels are instantiated for (the Python layer pads other sizes up to 256).
@@ -170,20 +168,20 @@ class ArgChecker {
   }
 
   // Optional 1-D int32 per-sequence tensor (seqused_k, leftpad, cache_seqlens, ...).
-  void int32_per_batch(const at::Tensor& t, const char* name, int64_t batch,
-                       const c10::Device& device) const {
+  void int32_per_batch(const Tensor& t, const char* name, int64_t batch,
+                       const Device& device) const {
     same_device(t, name, device);
-    dtype(t, name, at::kInt);
+    dtype(t, name, kInt);
     contiguous(t, name);
     shape(t, name, "(B,)", {batch});
   }
 
   // The cumulative sequence offsets of a varlen batch: int32 (B+1,) on `device`, contiguous,
   // the same length for q and k.  Returns B.
-  int64_t cu_seqlens(const at::Tensor& cu_q, const at::Tensor& cu_k, const c10::Device& device) const {
+  int64_t cu_seqlens(const Tensor& cu_q, const Tensor& cu_k, const Device& device) const {
     for (const auto& [t, name] : {std::pair{&cu_q, "cu_seqlens_q"}, std::pair{&cu_k, "cu_seqlens_k"}}) {
       same_device(*t, name, device);
-      dtype(*t, name, at::kInt);
+      dtype(*t, name, kInt);
       contiguous(*t, name);
       rank(*t, name, 1, "(B+1,)");
     }

@@ -17,8 +17,6 @@
 
 #include <cstdint>
 
-#include <ATen/core/Tensor.h>
-
 #include "params.h"
 
 namespace flash_attn_wheels::binding {
@@ -55,13 +53,13 @@ class HeadFold {
   // (Tq, H, D) (packed; Tq == B when folded).  Folded, row g of head hk is query head
   // hk * G + g of the sequence's one token: the batch stride is t's stride(0), the row stride
   // t's head stride and the head stride G times that.  Not folded: batched(t) or packed(t).
-  Operand operand_of(const at::Tensor& t, bool is_packed) const {
+  Operand operand_of(const Tensor& t, bool is_packed) const {
     if (!active_) return is_packed ? packed(t) : batched(t);
     Operand o;
     o.ptr = t.data_ptr();
     o.batch_stride = t.stride(0);
-    o.row_stride = t.stride(-2);
-    o.head_stride = t.stride(-2) * groups();
+    o.row_stride = stride_from_end(t, 2);
+    o.head_stride = stride_from_end(t, 2) * groups();
     return o;
   }
 

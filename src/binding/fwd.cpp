@@ -4,13 +4,11 @@
 
 #include <limits>
 
-#include <ATen/ATen.h>
-#include <c10/cuda/CUDAGuard.h>
-
 #include "checks.h"
 #include "dispatch.h"
 #include "fold.h"
 #include "params.h"
+#include "tensor_api.h"
 
 namespace flash_attn_wheels::binding {
 
@@ -21,22 +19,10 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 // Empty (0,) placeholder or zeroed (B, H, Sq_r, Sk_r) buffer for the attention probabilities
 // (zeroed: the kernels skip the tiles a causal or local mask removes, which would otherwise hold
 // whatever the allocator handed out).
-at::Tensor probabilities_buffer(bool wanted, const Dims& dims, const at::TensorOptions& opts) {
-  if (!wanted) return at::empty({0}, opts);
-  return at::zeros(
-      {dims.b, dims.h, round_up(dims.seqlen_q, kSeqPad), round_up(dims.seqlen_k, kSeqPad)}, opts);
-}
-
-// Zeroes the entries of P past each sequence's end.  The kernels store whole 128-row tiles, so
-// rows (and columns) between a sequence's length and the padded size hold values computed from
-// memory past the inputs, different from call to call (seen on an H200 with opcheck).  p is
-// (B, H, Sq_r, Sk_r); len_q / len_k are int32 (B,) lengths on p's device.
-void clear_probability_padding(at::Tensor& p, const at::Tensor& len_q, const at::Tensor& len_k) {
-  const auto idx = len_q.options();
-  const at::Tensor rows = at::arange(p.size(2), idx).view({1, -1, 1});
-  const at::Tensor cols = at::arange(p.size(3), idx).view({1, 1, -1});
-  const at::Tensor keep = (rows < len_q.view({-1, 1, 1})).logical_and(cols < len_k.view({-1, 1, 1}));
-  p.masked_fill_(keep.logical_not().unsqueeze(1), 0);
+Tensor probabilities_buffer(bool wanted, const Dims& dims, DType dtype, const Device& device) {
+  if (!wanted) return alloc({0}, dtype, device);
+  return alloc_zeros({dims.b, dims.h, round_up(dims.seqlen_q, kSeqPad), round_up(dims.seqlen_k, kSeqPad)},
+               dtype, device);
 }
 
 void check_return_softmax(bool return_softmax, double dropout_p, const ArgChecker& chk) {
@@ -50,10 +36,10 @@ void check_return_softmax(bool return_softmax, double dropout_p, const ArgChecke
 // dropout and no launch (no keys or no queries) it is zeroed.  Every output is then
 // deterministic, which torch.library.opcheck and torch.compile's eager-vs-traced
 // comparison need (the fakes in flash_attn/_ops.py return the same shapes).
-at::Tensor returned_rng_state(const at::Tensor& used, double dropout_p, bool launched,
-                              const at::TensorOptions& opts) {
-  if (dropout_p <= 0.0) return at::empty({0}, opts.dtype(at::kLong));
-  if (!launched) used.zero_();
+Tensor returned_rng_state(const Tensor& used, double dropout_p, bool launched,
+                              const Device& device) {
+  if (dropout_p <= 0.0) return alloc({0}, kLong, device);
+  if (!launched) zero_out(used);
   return used;
 }
 
@@ -61,15 +47,15 @@ at::Tensor returned_rng_state(const at::Tensor& used, double dropout_p, bool lau
 
 // ---------------------------------------------------------------------------------------------
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
-    const at::Tensor& q_arg, const at::Tensor& k_arg, const at::Tensor& v_arg,
-    const std::optional<at::Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
+std::tuple<Tensor, Tensor, Tensor, Tensor> fwd(
+    const Tensor& q_arg, const Tensor& k_arg, const Tensor& v_arg,
+    const std::optional<Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
     bool is_causal, int64_t window_size_left, int64_t window_size_right, double softcap,
-    bool return_softmax, const std::optional<at::Tensor>& rng_state) {
+    bool return_softmax, const std::optional<Tensor>& rng_state) {
   const ArgChecker chk("flash_attn::fwd");
-  const at::Tensor q = with_unit_last_stride(q_arg);
-  const at::Tensor k = with_unit_last_stride(k_arg);
-  const at::Tensor v = with_unit_last_stride(v_arg);
+  const Tensor q = with_unit_last_stride(q_arg);
+  const Tensor k = with_unit_last_stride(k_arg);
+  const Tensor v = with_unit_last_stride(v_arg);
 
   // -- validate ---------------------------------------------------------------------------------
   chk.query(q);
@@ -91,8 +77,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
   chk.dropout(dropout_p, softcap);
   check_return_softmax(return_softmax, dropout_p, chk);
 
-  const c10::Device device = q.device();
-  const c10::cuda::CUDAGuard guard(device);
+  const Device device = q.device();
+  const DeviceGuard guard(device);
   require_ampere_or_newer(device.index(), chk);
 
   // -- kernel view of the problem ----------------------------------------------------------------
@@ -104,15 +90,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
   const Dims dims = fold.dims(int(Sk));
 
   // -- results (in the caller's shapes, folded or not: fold.h) ------------------------------------
-  const auto opts = q.options();
-  const auto f32 = opts.dtype(at::kFloat);
-  at::Tensor out = at::empty_like(q);
-  at::Tensor lse = at::empty({B, H, Sq}, f32);
-  at::Tensor p = probabilities_buffer(return_softmax, dims, opts);
+  Tensor out = alloc_like(q);
+  Tensor lse = alloc({B, H, Sq}, kFloat, device);
+  Tensor p = probabilities_buffer(return_softmax, dims, q.scalar_type(), device);
 
   // -- parameters -------------------------------------------------------------------------------
   FwdParams params{};
-  start_params(params, dims, q.scalar_type() == at::kBFloat16);
+  start_params(params, dims, q.scalar_type() == kBFloat16);
   set_forward_operands(params, fold.operand_of(q, /*is_packed=*/false), batched(k), batched(v),
                        fold.operand_of(out, /*is_packed=*/false));
   params.softmax_lse_ptr = lse.data_ptr();
@@ -122,42 +106,42 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
   set_mask(params, mask);
   set_alibi(params, alibi_slopes, chk, dims.b, dims.h, device);
   const SplitKvScratch scratch =
-      set_split_kv(params, /*requested=*/0, sm_count(device.index()), f32, chk);
-  at::Tensor rng_keep_alive;
-  at::Tensor rng_used =
+      set_split_kv(params, /*requested=*/0, sm_count(device.index()), device, chk);
+  Tensor rng_keep_alive;
+  Tensor rng_used =
       set_forward_rng(params, dropout_p, rng_state, device, chk, rng_keep_alive);
 
   // -- run --------------------------------------------------------------------------------------
   const bool launch = Sk > 0 && dims.seqlen_q > 0;
   if (Sk == 0) {
     // No keys: zero output; LSE +inf makes every recomputed probability exp(s - lse) zero.
-    out.zero_();
-    lse.fill_(kInf);
+    zero_out(out);
+    fill_with(lse, kInf);
   } else if (launch) {
     run_fwd(params, current_stream(device.index()), /*split_kv=*/params.num_splits > 1);
   }
   if (return_softmax && launch) {  // every sequence has the same lengths: two slices
-    p.narrow(2, dims.seqlen_q, p.size(2) - dims.seqlen_q).zero_();
-    p.narrow(3, dims.seqlen_k, p.size(3) - dims.seqlen_k).zero_();
+    zero_out(narrowed(p, 2, dims.seqlen_q, p.size(2) - dims.seqlen_q));
+    zero_out(narrowed(p, 3, dims.seqlen_k, p.size(3) - dims.seqlen_k));
   }
 
-  return {out, lse, p, returned_rng_state(rng_used, dropout_p, launch, opts)};
+  return {out, lse, p, returned_rng_state(rng_used, dropout_p, launch, device)};
 }
 
 // ---------------------------------------------------------------------------------------------
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
-    const at::Tensor& q_arg, const at::Tensor& k_arg, const at::Tensor& v_arg,
-    const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k,
-    const std::optional<at::Tensor>& seqused_k, const std::optional<at::Tensor>& leftpad_k,
-    const std::optional<at::Tensor>& block_table, const std::optional<at::Tensor>& alibi_slopes,
+std::tuple<Tensor, Tensor, Tensor, Tensor> varlen_fwd(
+    const Tensor& q_arg, const Tensor& k_arg, const Tensor& v_arg,
+    const Tensor& cu_seqlens_q, const Tensor& cu_seqlens_k,
+    const std::optional<Tensor>& seqused_k, const std::optional<Tensor>& leftpad_k,
+    const std::optional<Tensor>& block_table, const std::optional<Tensor>& alibi_slopes,
     int64_t max_seqlen_q, int64_t max_seqlen_k, double dropout_p, double softmax_scale,
     bool zero_tensors, bool is_causal, int64_t window_size_left, int64_t window_size_right,
-    double softcap, bool return_softmax, const std::optional<at::Tensor>& rng_state) {
+    double softcap, bool return_softmax, const std::optional<Tensor>& rng_state) {
   const ArgChecker chk("flash_attn::varlen_fwd");
-  const at::Tensor q = with_unit_last_stride(q_arg);
-  const at::Tensor k = with_unit_last_stride(k_arg);
-  const at::Tensor v = with_unit_last_stride(v_arg);
+  const Tensor q = with_unit_last_stride(q_arg);
+  const Tensor k = with_unit_last_stride(k_arg);
+  const Tensor v = with_unit_last_stride(v_arg);
   const bool paged = block_table.has_value();
 
   // -- validate ---------------------------------------------------------------------------------
@@ -168,7 +152,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
   const char* kv_dims = paged ? "(num_blocks, page_block_size, Hk, D)" : "(Tk, Hk, D)";
   chk.rank(k, "k", paged ? 4 : 3, kv_dims);
   chk.rank(v, "v", paged ? 4 : 3, kv_dims);
-  const c10::Device device = q.device();
+  const Device device = q.device();
   const int64_t B = chk.cu_seqlens(cu_seqlens_q, cu_seqlens_k, device);
   const int64_t Tq = q.size(0), H = q.size(1), D = q.size(2);
   const int64_t Hk = paged ? k.size(2) : k.size(1);
@@ -177,9 +161,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
 
   int64_t page_block_size = 1;
   if (paged) {
-    const at::Tensor& bt = *block_table;
+    const Tensor& bt = *block_table;
     chk.same_device(bt, "block_table", device);
-    chk.dtype(bt, "block_table", at::kInt);
+    chk.dtype(bt, "block_table", kInt);
     chk.rank(bt, "block_table", 2, "(B, max_blocks)");
     chk.last_dim_contiguous(bt, "block_table");
     chk.shape(bt, "block_table", "(B, max_blocks)", {B, bt.size(1)});
@@ -207,7 +191,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
   chk.dropout(dropout_p, softcap);
   check_return_softmax(return_softmax, dropout_p, chk);
 
-  const c10::cuda::CUDAGuard guard(device);
+  const DeviceGuard guard(device);
   require_ampere_or_newer(device.index(), chk);
 
   // -- kernel view of the problem ----------------------------------------------------------------
@@ -222,19 +206,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
   const int64_t total_q = fold.kernel_total_q(Tq);
 
   // -- results (in the caller's shapes, folded or not: fold.h) ------------------------------------
-  const auto opts = q.options();
-  const auto f32 = opts.dtype(at::kFloat);
-  at::Tensor out = at::empty_like(q);
-  at::Tensor lse = at::empty({H, Tq}, f32);
-  at::Tensor p = probabilities_buffer(return_softmax, dims, opts);
+  Tensor out = alloc_like(q);
+  Tensor lse = alloc({H, Tq}, kFloat, device);
+  Tensor p = probabilities_buffer(return_softmax, dims, q.scalar_type(), device);
   if (zero_tensors) {
-    out.zero_();
-    lse.fill_(-kInf);
+    zero_out(out);
+    fill_with(lse, -kInf);
   }
 
   // -- parameters -------------------------------------------------------------------------------
   FwdParams params{};
-  start_params(params, dims, q.scalar_type() == at::kBFloat16);
+  start_params(params, dims, q.scalar_type() == kBFloat16);
   // Folded q is a padded batch of G rows per sequence; otherwise cu_seqlens_q locates rows.
   const Operand q_op = fold.operand_of(q, /*is_packed=*/true);
   const Operand out_op = fold.operand_of(out, /*is_packed=*/true);
@@ -262,30 +244,29 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
   set_alibi(params, alibi_slopes, chk, dims.b, dims.h, device);
   // Split-KV only pays off for decoding, i.e. the folded case.
   const SplitKvScratch scratch =
-      fold.active() ? set_split_kv(params, /*requested=*/0, sm_count(device.index()), f32, chk)
+      fold.active() ? set_split_kv(params, /*requested=*/0, sm_count(device.index()), device, chk)
                     : SplitKvScratch{};
-  at::Tensor rng_keep_alive;
-  at::Tensor rng_used =
+  Tensor rng_keep_alive;
+  Tensor rng_used =
       set_forward_rng(params, dropout_p, rng_state, device, chk, rng_keep_alive);
 
   // -- run --------------------------------------------------------------------------------------
   const bool launch = max_seqlen_k > 0 && dims.seqlen_q > 0 && total_q > 0;
   if (max_seqlen_k == 0) {
-    out.zero_();
-    lse.fill_(kInf);
+    zero_out(out);
+    fill_with(lse, kInf);
   } else if (launch) {
     // Only the split-KV kernels read paged caches.
     run_fwd(params, current_stream(device.index()),
             /*split_kv=*/paged || params.num_splits > 1);
   }
   if (return_softmax && launch) {
-    const at::Tensor len_q = cu_seqlens_q.slice(0, 1) - cu_seqlens_q.slice(0, 0, -1);
-    const at::Tensor len_k = seqused_k.has_value() ? *seqused_k
-                                                   : cu_seqlens_k.slice(0, 1) - cu_seqlens_k.slice(0, 0, -1);
+    const Tensor len_q = lengths_of(cu_seqlens_q);
+    const Tensor len_k = seqused_k.has_value() ? *seqused_k : lengths_of(cu_seqlens_k);
     clear_probability_padding(p, len_q, len_k);
   }
 
-  return {out, lse, p, returned_rng_state(rng_used, dropout_p, launch, opts)};
+  return {out, lse, p, returned_rng_state(rng_used, dropout_p, launch, device)};
 }
 
 }  // namespace flash_attn_wheels::binding

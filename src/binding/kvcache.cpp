@@ -5,20 +5,18 @@
 
 #include <limits>
 
-#include <ATen/ATen.h>
-#include <c10/cuda/CUDAGuard.h>
-
 #include "checks.h"
 #include "dispatch.h"
 #include "fold.h"
 #include "params.h"
+#include "tensor_api.h"
 
 namespace flash_attn_wheels::binding {
 
 namespace {
 
 // Rotary tables: cos and sin (Sr, rotary_dim / 2), q's dtype and device, contiguous.
-int check_rotary(const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& q,
+int check_rotary(const Tensor& cos, const Tensor& sin, const Tensor& q,
                  int64_t head_dim, int64_t cache_len, const ArgChecker& chk) {
   for (const auto& [t, name] : {std::pair{&cos, "rotary_cos"}, std::pair{&sin, "rotary_sin"}}) {
     chk.same_device(*t, name, q.device());
@@ -39,21 +37,21 @@ int check_rotary(const at::Tensor& cos, const at::Tensor& sin, const at::Tensor&
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
-    const at::Tensor& q_arg, const at::Tensor& k_cache, const at::Tensor& v_cache,
-    const std::optional<at::Tensor>& k_arg, const std::optional<at::Tensor>& v_arg,
-    const std::optional<at::Tensor>& cache_seqlens, const std::optional<at::Tensor>& rotary_cos,
-    const std::optional<at::Tensor>& rotary_sin, const std::optional<at::Tensor>& cache_batch_idx,
-    const std::optional<at::Tensor>& cache_leftpad, const std::optional<at::Tensor>& block_table,
-    const std::optional<at::Tensor>& alibi_slopes, double softmax_scale, bool is_causal,
+std::tuple<Tensor, Tensor> fwd_kvcache(
+    const Tensor& q_arg, const Tensor& k_cache, const Tensor& v_cache,
+    const std::optional<Tensor>& k_arg, const std::optional<Tensor>& v_arg,
+    const std::optional<Tensor>& cache_seqlens, const std::optional<Tensor>& rotary_cos,
+    const std::optional<Tensor>& rotary_sin, const std::optional<Tensor>& cache_batch_idx,
+    const std::optional<Tensor>& cache_leftpad, const std::optional<Tensor>& block_table,
+    const std::optional<Tensor>& alibi_slopes, double softmax_scale, bool is_causal,
     int64_t window_size_left, int64_t window_size_right, double softcap, bool rotary_interleaved,
     int64_t num_splits) {
   const ArgChecker chk("flash_attn::fwd_kvcache");
-  const at::Tensor q = with_unit_last_stride(q_arg);
-  const std::optional<at::Tensor> k =
-      k_arg.has_value() ? std::optional<at::Tensor>(with_unit_last_stride(*k_arg)) : std::nullopt;
-  const std::optional<at::Tensor> v =
-      v_arg.has_value() ? std::optional<at::Tensor>(with_unit_last_stride(*v_arg)) : std::nullopt;
+  const Tensor q = with_unit_last_stride(q_arg);
+  const std::optional<Tensor> k =
+      k_arg.has_value() ? std::optional<Tensor>(with_unit_last_stride(*k_arg)) : std::nullopt;
+  const std::optional<Tensor> v =
+      v_arg.has_value() ? std::optional<Tensor>(with_unit_last_stride(*v_arg)) : std::nullopt;
   const bool paged = block_table.has_value();
   const bool appending = k.has_value() || v.has_value();
 
@@ -63,8 +61,8 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
     chk.same_device(*t, name, q.device());
     chk.same_dtype(*t, name, q.scalar_type());
     // A copy would lose the in-place append, so no ".contiguous()" advice here.
-    chk.expect(t->dim() >= 1 && t->stride(-1) == 1, name,
-               " must have a contiguous last dimension (stride 1, got strides ", t->strides(),
+    chk.expect(t->dim() >= 1 && stride_from_end(*t, 1) == 1, name,
+               " must have a contiguous last dimension (stride 1, got strides ", shape_text(t->strides()),
                "): it is updated in place, so it cannot be copied; allocate the cache with the "
                "head dim last and contiguous");
   }
@@ -78,16 +76,16 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
   chk.batch(B);
   chk.head_dim(D, "q");
   chk.heads(H, Hk);
-  const c10::Device device = q.device();
+  const Device device = q.device();
 
   int64_t cache_len = 0;  // Sk: key positions addressable per sequence
   int64_t page_block_size = 1;
   if (paged) {
     chk.expect(!cache_batch_idx.has_value(),
                "cache_batch_idx cannot be combined with block_table (paged KV cache)");
-    const at::Tensor& bt = *block_table;
+    const Tensor& bt = *block_table;
     chk.same_device(bt, "block_table", device);
-    chk.dtype(bt, "block_table", at::kInt);
+    chk.dtype(bt, "block_table", kInt);
     chk.rank(bt, "block_table", 2, "(B, max_blocks)");
     chk.last_dim_contiguous(bt, "block_table");
     chk.shape(bt, "block_table", "(B, max_blocks)", {B, bt.size(1)});
@@ -147,7 +145,7 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
              "num_splits must be an int in [0, 128] (0 = heuristic, 1 = no split-KV), got ",
              num_splits);
 
-  const c10::cuda::CUDAGuard guard(device);
+  const DeviceGuard guard(device);
   require_ampere_or_newer(device.index(), chk);
 
   // -- kernel view of the problem ----------------------------------------------------------------
@@ -159,13 +157,12 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
   const Dims dims = fold.dims(int(cache_len));
 
   // -- results (in the caller's shapes, folded or not: fold.h) ------------------------------------
-  const auto f32 = q.options().dtype(at::kFloat);
-  at::Tensor out = at::empty_like(q);
-  at::Tensor lse = at::empty({B, H, Sq}, f32);
+  Tensor out = alloc_like(q);
+  Tensor lse = alloc({B, H, Sq}, kFloat, device);
 
   // -- parameters -------------------------------------------------------------------------------
   FwdParams params{};
-  start_params(params, dims, q.scalar_type() == at::kBFloat16);
+  start_params(params, dims, q.scalar_type() == kBFloat16);
   // A paged cache is addressed per page: batched() takes the page stride as "batch" stride.
   set_forward_operands(params, fold.operand_of(q, /*is_packed=*/false), batched(k_cache),
                        batched(v_cache), fold.operand_of(out, /*is_packed=*/false));
@@ -207,12 +204,12 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
   set_mask(params, mask);
   set_alibi(params, alibi_slopes, chk, dims.b, dims.h, device);
   const SplitKvScratch scratch =
-      set_split_kv(params, int(num_splits), sm_count(device.index()), f32, chk);
+      set_split_kv(params, int(num_splits), sm_count(device.index()), device, chk);
 
   // -- run --------------------------------------------------------------------------------------
   if (cache_len == 0) {
-    out.zero_();
-    lse.fill_(std::numeric_limits<float>::infinity());
+    zero_out(out);
+    fill_with(lse, std::numeric_limits<float>::infinity());
   } else if (dims.seqlen_q > 0) {
     // Appending, cache_batch_idx and paging are implemented by the split-KV kernels only.
     const bool split_kv = appending || cache_batch_idx.has_value() || paged ||

@@ -1,4 +1,5 @@
-// Operator registration for torch.ops.flash_attn.* (schemas: docs/operators.md).
+// Operator registration for torch.ops.flash_attn.* on ATen (the exact build; ops_stable.cpp is
+// the stable-ABI one). Schemas: schemas.h, identical to docs/operators.md.
 //
 // Registration is static (TORCH_LIBRARY runs when the shared object is loaded), so the library
 // needs no exported symbols and no Python C API: Python loads it with torch.ops.load_library.
@@ -8,15 +9,13 @@
 //   CPU   -> the same functions, whose first check rejects non-CUDA inputs with a clear
 //            message (instead of the dispatcher's generic "could not run ... CPU backend");
 //   build_info -> CompositeExplicitAutograd (no tensor arguments, works without a GPU).
-//
-// Each schema string below must stay identical to docs/operators.md
-// (tests/unit/test_binding_sources.py compares them).
 #include <string>
 
 #include <torch/library.h>
 
 #include "flash_attn_build_info.h"  // generated: kFlashAttnBuildInfoJson
 #include "ops.h"
+#include "schemas.h"
 
 namespace flash_attn_wheels::binding {
 
@@ -25,39 +24,13 @@ std::string build_info() { return std::string(kFlashAttnBuildInfoJson); }
 }  // namespace flash_attn_wheels::binding
 
 TORCH_LIBRARY(flash_attn, m) {
-  m.def(
-      "fwd(Tensor q, Tensor k, Tensor v, Tensor? alibi_slopes, float dropout_p, "
-      "float softmax_scale, bool is_causal, int window_size_left, int window_size_right, "
-      "float softcap, bool return_softmax, Tensor? rng_state) "
-      "-> (Tensor out, Tensor softmax_lse, Tensor p, Tensor rng_state)");
-  m.def(
-      "varlen_fwd(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
-      "Tensor? seqused_k, Tensor? leftpad_k, Tensor? block_table, Tensor? alibi_slopes, "
-      "int max_seqlen_q, int max_seqlen_k, float dropout_p, float softmax_scale, "
-      "bool zero_tensors, bool is_causal, int window_size_left, int window_size_right, "
-      "float softcap, bool return_softmax, Tensor? rng_state) "
-      "-> (Tensor out, Tensor softmax_lse, Tensor p, Tensor rng_state)");
-  m.def(
-      "bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor softmax_lse, "
-      "Tensor? alibi_slopes, float dropout_p, float softmax_scale, bool is_causal, "
-      "int window_size_left, int window_size_right, float softcap, bool deterministic, "
-      "Tensor rng_state) "
-      "-> (Tensor dq, Tensor dk, Tensor dv, Tensor softmax_d)");
-  m.def(
-      "varlen_bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor softmax_lse, "
-      "Tensor cu_seqlens_q, Tensor cu_seqlens_k, Tensor? alibi_slopes, int max_seqlen_q, "
-      "int max_seqlen_k, float dropout_p, float softmax_scale, bool zero_tensors, "
-      "bool is_causal, int window_size_left, int window_size_right, float softcap, "
-      "bool deterministic, Tensor rng_state) "
-      "-> (Tensor dq, Tensor dk, Tensor dv, Tensor softmax_d)");
-  m.def(
-      "fwd_kvcache(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? k, Tensor? v, "
-      "Tensor? cache_seqlens, Tensor? rotary_cos, Tensor? rotary_sin, Tensor? cache_batch_idx, "
-      "Tensor? cache_leftpad, Tensor? block_table, Tensor? alibi_slopes, float softmax_scale, "
-      "bool is_causal, int window_size_left, int window_size_right, float softcap, "
-      "bool rotary_interleaved, int num_splits) "
-      "-> (Tensor out, Tensor softmax_lse)");
-  m.def("build_info() -> str");
+  namespace schemas = flash_attn_wheels::binding::schemas;
+  m.def(schemas::kFwdSchema);
+  m.def(schemas::kVarlenFwdSchema);
+  m.def(schemas::kBwdSchema);
+  m.def(schemas::kVarlenBwdSchema);
+  m.def(schemas::kFwdKvcacheSchema);
+  m.def(schemas::kBuildInfoSchema);
 }
 
 namespace {

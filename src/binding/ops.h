@@ -1,12 +1,13 @@
 // C++ implementations of the operators that ops.cpp registers as torch.ops.flash_attn.*.
 // docs/operators.md holds the schemas; the argument order and types here follow them exactly
-// (schema `float` -> double, `int` -> int64_t, `Tensor?` -> std::optional<at::Tensor>).
+// (schema `float` -> double, `int` -> int64_t, `Tensor?` -> std::optional<Tensor>), where Tensor
+// is at::Tensor or torch::stable::Tensor (tensor_api.h) by the build's torch ABI.
 //
 // Named dimensions: B batch, Sq/Sk query/key tokens per sequence, H query heads, Hk key/value
 // heads (H % Hk == 0), D head dim (multiple of 8, <= 256), Tq/Tk total tokens of a varlen
 // batch, Sq_r/Sk_r = Sq/Sk rounded up to a multiple of 128, G = H / Hk.
 //
-// Common rules (violations throw c10::Error, RuntimeError in Python, naming the argument):
+// Common rules (violations throw a RuntimeError in Python naming the argument: tensor_api.h's fail):
 //  - q/k/v (and out/dout/caches) are fp16 or bf16, all the same dtype, on one CUDA device of
 //    compute capability >= 8.0; the kernels need a contiguous last dimension (other strides are
 //    free): q/k/v/dout with a strided one are copied, out, softmax_lse and the KV caches (updated
@@ -29,7 +30,7 @@
 #include <string>
 #include <tuple>
 
-#include <ATen/core/Tensor.h>
+#include "tensor_api.h"
 
 namespace flash_attn_wheels::binding {
 
@@ -44,11 +45,11 @@ namespace flash_attn_wheels::binding {
 // When Sk == 0: out is zeros and softmax_lse is +inf.
 // Errors: the common rules; shape mismatches between q/k/v; return_softmax without dropout;
 // a malformed rng_state (not int64, not 2 elements, other device).
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const std::optional<at::Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
+std::tuple<Tensor, Tensor, Tensor, Tensor> fwd(
+    const Tensor& q, const Tensor& k, const Tensor& v,
+    const std::optional<Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
     bool is_causal, int64_t window_size_left, int64_t window_size_right, double softcap,
-    bool return_softmax, const std::optional<at::Tensor>& rng_state);
+    bool return_softmax, const std::optional<Tensor>& rng_state);
 
 // Forward attention over a packed variable-length batch.
 //   q (Tq, H, D); k/v (Tk, Hk, D), or paged (num_blocks, page_block_size, Hk, D) with
@@ -62,14 +63,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fwd(
 //          rng_state int64 (2,)) with Sq_r/Sk_r from max_seqlen_q/k.
 // Errors: as fwd; cu_seqlens/seqused_k/leftpad_k/block_table not int32 on q's device or of
 // the wrong shape; page_block_size not a multiple of 256; leftpad_k together with block_table.
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k,
-    const std::optional<at::Tensor>& seqused_k, const std::optional<at::Tensor>& leftpad_k,
-    const std::optional<at::Tensor>& block_table, const std::optional<at::Tensor>& alibi_slopes,
+std::tuple<Tensor, Tensor, Tensor, Tensor> varlen_fwd(
+    const Tensor& q, const Tensor& k, const Tensor& v,
+    const Tensor& cu_seqlens_q, const Tensor& cu_seqlens_k,
+    const std::optional<Tensor>& seqused_k, const std::optional<Tensor>& leftpad_k,
+    const std::optional<Tensor>& block_table, const std::optional<Tensor>& alibi_slopes,
     int64_t max_seqlen_q, int64_t max_seqlen_k, double dropout_p, double softmax_scale,
     bool zero_tensors, bool is_causal, int64_t window_size_left, int64_t window_size_right,
-    double softcap, bool return_softmax, const std::optional<at::Tensor>& rng_state);
+    double softcap, bool return_softmax, const std::optional<Tensor>& rng_state);
 
 // Backward of fwd.
 //   dout/out (B, Sq, H, D), q (B, Sq, H, D), k/v (B, Sk, Hk, D), softmax_lse (B, H, Sq) fp32
@@ -77,25 +78,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_fwd(
 //   deterministic: accumulate dq without atomics races (fixed-order reduction, more memory).
 // Returns (dq like q, dk like k, dv like v, softmax_d (B, H, Sq_r) fp32 = rowsum(dout * out)).
 // Errors: the common rules; shapes of out/dout/softmax_lse; rng_state malformed with dropout.
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd(
-    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& out, const at::Tensor& softmax_lse,
-    const std::optional<at::Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
+std::tuple<Tensor, Tensor, Tensor, Tensor> bwd(
+    const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+    const Tensor& out, const Tensor& softmax_lse,
+    const std::optional<Tensor>& alibi_slopes, double dropout_p, double softmax_scale,
     bool is_causal, int64_t window_size_left, int64_t window_size_right, double softcap,
-    bool deterministic, const at::Tensor& rng_state);
+    bool deterministic, const Tensor& rng_state);
 
 // Backward of varlen_fwd (not paged).
 //   dout/out/q (Tq, H, D), k/v (Tk, Hk, D), softmax_lse (H, Tq) fp32, cu_seqlens_q/k int32
 //   (B+1,).  zero_tensors: clear dq/dk/dv/softmax_d before the kernel.
 // Returns (dq (Tq, H, D), dk (Tk, Hk, D), dv (Tk, Hk, D), softmax_d (H, Tq + 128*B) fp32).
 // Errors: as bwd; cu_seqlens not int32 (B+1,) contiguous on q's device.
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
-    const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& out, const at::Tensor& softmax_lse, const at::Tensor& cu_seqlens_q,
-    const at::Tensor& cu_seqlens_k, const std::optional<at::Tensor>& alibi_slopes,
+std::tuple<Tensor, Tensor, Tensor, Tensor> varlen_bwd(
+    const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+    const Tensor& out, const Tensor& softmax_lse, const Tensor& cu_seqlens_q,
+    const Tensor& cu_seqlens_k, const std::optional<Tensor>& alibi_slopes,
     int64_t max_seqlen_q, int64_t max_seqlen_k, double dropout_p, double softmax_scale,
     bool zero_tensors, bool is_causal, int64_t window_size_left, int64_t window_size_right,
-    double softcap, bool deterministic, const at::Tensor& rng_state);
+    double softcap, bool deterministic, const Tensor& rng_state);
 
 // Forward against a KV cache (decoding / chunked prefill), no dropout.
 //   q (B, Sq, H, D); k_cache/v_cache (B_cache, Sk_cache, Hk, D), or paged
@@ -113,13 +114,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> varlen_bwd(
 // Errors: the common rules; k without v (or the reverse) or without cache_seqlens; Sk_new
 // larger than the cache; rotary tables without k/v or malformed; cache_batch_idx or
 // cache_leftpad with block_table; fewer cache rows than B; num_splits outside [0, 128].
-std::tuple<at::Tensor, at::Tensor> fwd_kvcache(
-    const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
-    const std::optional<at::Tensor>& k, const std::optional<at::Tensor>& v,
-    const std::optional<at::Tensor>& cache_seqlens, const std::optional<at::Tensor>& rotary_cos,
-    const std::optional<at::Tensor>& rotary_sin, const std::optional<at::Tensor>& cache_batch_idx,
-    const std::optional<at::Tensor>& cache_leftpad, const std::optional<at::Tensor>& block_table,
-    const std::optional<at::Tensor>& alibi_slopes, double softmax_scale, bool is_causal,
+std::tuple<Tensor, Tensor> fwd_kvcache(
+    const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+    const std::optional<Tensor>& k, const std::optional<Tensor>& v,
+    const std::optional<Tensor>& cache_seqlens, const std::optional<Tensor>& rotary_cos,
+    const std::optional<Tensor>& rotary_sin, const std::optional<Tensor>& cache_batch_idx,
+    const std::optional<Tensor>& cache_leftpad, const std::optional<Tensor>& block_table,
+    const std::optional<Tensor>& alibi_slopes, double softmax_scale, bool is_causal,
     int64_t window_size_left, int64_t window_size_right, double softcap, bool rotary_interleaved,
     int64_t num_splits);
 

@@ -2,7 +2,7 @@
 #include "params.h"
 
 #include "dispatch.h"  // has_kernel: the split-KV heuristic falls back when the set lacks split units
-#include "torch_free_bridge.h"  // kernel_philox_state
+#include "tensor_api.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,11 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <ATen/ATen.h>
-#include <ATen/cuda/CUDAGeneratorImpl.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 
 namespace flash_attn_wheels::binding {
 
@@ -54,12 +50,12 @@ void start_params(FwdParams& p, const Dims& dims, bool is_bf16) {
   p.window_size_right = -1;
 }
 
-Operand operand(const at::Tensor& t, int64_t batch_stride) {
+Operand operand(const Tensor& t, int64_t batch_stride) {
   Operand o;
   o.ptr = t.data_ptr();
   o.batch_stride = batch_stride;
-  o.row_stride = t.stride(-3);
-  o.head_stride = t.stride(-2);
+  o.row_stride = stride_from_end(t, 3);
+  o.head_stride = stride_from_end(t, 2);
   return o;
 }
 
@@ -162,16 +158,16 @@ void set_mask(FwdParams& p, const Mask& mask) {
   p.window_size_right = mask.right;
 }
 
-void set_alibi(FwdParams& p, const std::optional<at::Tensor>& slopes, const ArgChecker& chk,
-               int b, int h, const c10::Device& device) {
+void set_alibi(FwdParams& p, const std::optional<Tensor>& slopes, const ArgChecker& chk,
+               int b, int h, const Device& device) {
   p.alibi_slopes_ptr = nullptr;
   p.alibi_slopes_batch_stride = 0;
   if (!slopes.has_value()) return;
-  const at::Tensor& s = *slopes;
+  const Tensor& s = *slopes;
   chk.same_device(s, "alibi_slopes", device);
-  chk.dtype(s, "alibi_slopes", at::kFloat);
+  chk.dtype(s, "alibi_slopes", kFloat);
   chk.expect(s.dim() == 1 || s.dim() == 2, "alibi_slopes must have shape (H,) or (B, H), got ",
-             s.sizes());
+             shape_text(s.sizes()));
   if (s.dim() == 1) {
     chk.shape(s, "alibi_slopes", "(H,)", {h});
   } else {
@@ -213,7 +209,7 @@ int choose_num_splits(int work_blocks, int sm_slots, int kv_blocks, int max_spli
 }
 
 SplitKvScratch set_split_kv(FwdParams& p, int requested, int sm_count,
-                            const at::TensorOptions& float_opts, const ArgChecker& chk) {
+                            const Device& device, const ArgChecker& chk) {
   SplitKvScratch scratch;
   p.num_splits = requested;
   if (p.p_dropout < 1.0f) {
@@ -237,9 +233,8 @@ SplitKvScratch set_split_kv(FwdParams& p, int requested, int sm_count,
   }
   chk.expect(p.num_splits <= 128, "num_splits must be at most 128, got ", p.num_splits);
   if (p.num_splits > 1) {
-    scratch.lse_accum = at::empty({p.num_splits, p.b, p.h, p.seqlen_q}, float_opts);
-    scratch.out_accum =
-        at::empty({p.num_splits, p.b, p.h, p.seqlen_q, p.d_rounded}, float_opts);
+    scratch.lse_accum = alloc({p.num_splits, p.b, p.h, p.seqlen_q}, kFloat, device);
+    scratch.out_accum = alloc({p.num_splits, p.b, p.h, p.seqlen_q, p.d_rounded}, kFloat, device);
     p.softmax_lseaccum_ptr = scratch.lse_accum.data_ptr();
     p.oaccum_ptr = scratch.out_accum.data_ptr();
   }
@@ -252,14 +247,14 @@ SplitKvScratch set_split_kv(FwdParams& p, int requested, int sm_count,
 namespace {
 
 // Validates a user-supplied (seed, offset) tensor.
-void check_rng_state(const at::Tensor& s, const ArgChecker& chk, const c10::Device& device) {
+void check_rng_state(const Tensor& s, const ArgChecker& chk, const Device& device) {
   chk.expect(s.defined(), "rng_state is an undefined tensor");
-  chk.dtype(s, "rng_state", at::kLong);
+  chk.dtype(s, "rng_state", kLong);
   chk.expect(s.numel() == 2, "rng_state must hold 2 elements (Philox seed, offset), got shape ",
-             s.sizes());
+             shape_text(s.sizes()));
   chk.expect(s.is_cpu() || s.device() == device,
-             "rng_state must be on the CPU or on the same CUDA device as q (", device,
-             "), got a tensor on ", s.device());
+             "rng_state must be on the CPU or on the same CUDA device as q (", device_text(device),
+             "), got a tensor on ", device_text(s.device()));
 }
 
 // Flash_fwd_params::philox_args has had two shapes upstream; cmake/FlashAttnUpstream.cmake reads
@@ -270,17 +265,17 @@ void check_rng_state(const at::Tensor& s, const ArgChecker& chk, const c10::Devi
 //      (upstream main since PR #2669); the torch-free kernels read it as a PhiloxState: words 0
 //      seed (or a pointer to it), 1 offset (or a pointer to it), 2 the in-graph offset, 3 the
 //      "captured" flag in its low byte.
-// Either way the binding converts torch's at::PhiloxCudaState (kernel_philox_state), whose layout
-// changes between torch versions, so one set of kernel objects serves every torch.
+// Either way the binding fills it with a PhiloxState (src/kernels/torch_free/torch_free.h), the
+// kernels' own fixed layout; the exact build converts torch's at::PhiloxCudaState into it
+// (torch_free_bridge.cpp), whose layout changes between torch versions, so one set of kernel objects
+// serves every torch.
 #ifndef FLASH_ATTN_PHILOX_ARGS_WORDS
 #error "FLASH_ATTN_PHILOX_ARGS_WORDS is set by cmake/FlashAttnUpstream.cmake from the tree's flash.h"
 #elif FLASH_ATTN_PHILOX_ARGS_WORDS == 0
 static_assert(std::is_same_v<decltype(FwdParams::philox_args), flash_attn_wheels::PhiloxState>,
               "FLASH_ATTN_PHILOX_ARGS_WORDS=0 but the staged flash.h does not declare "
               "::flash_attn_wheels::PhiloxState philox_args (src/kernels/torch_free_tree.py)");
-void store_philox(FwdParams& p, const at::PhiloxCudaState& state) {
-  p.philox_args = flash_attn_wheels::kernel_philox_state(state);
-}
+void store_philox(FwdParams& p, const flash_attn_wheels::PhiloxState& state) { p.philox_args = state; }
 #elif FLASH_ATTN_PHILOX_ARGS_WORDS == 4
 static_assert(std::is_same_v<decltype(FwdParams::philox_args), uint64_t[4]>,
               "FLASH_ATTN_PHILOX_ARGS_WORDS=4 but flash.h does not declare uint64_t philox_args[4]");
@@ -290,64 +285,76 @@ static_assert(sizeof(flash_attn_wheels::PhiloxState) <= sizeof(FwdParams::philox
               "PhiloxState does not fit in Flash_fwd_params::philox_args");
 static_assert(alignof(flash_attn_wheels::PhiloxState) <= alignof(uint64_t),
               "PhiloxState needs more alignment than Flash_fwd_params::philox_args has");
-void store_philox(FwdParams& p, const at::PhiloxCudaState& state) {
-  const flash_attn_wheels::PhiloxState kernel_state = flash_attn_wheels::kernel_philox_state(state);
+void store_philox(FwdParams& p, const flash_attn_wheels::PhiloxState& state) {
   std::memset(p.philox_args, 0, sizeof(p.philox_args));  // defined bytes in the unused tail too
-  std::memcpy(p.philox_args, &kernel_state, sizeof(kernel_state));
+  std::memcpy(p.philox_args, &state, sizeof(state));
 }
 #else
 #error "unknown FLASH_ATTN_PHILOX_ARGS_WORDS (0 or 4, see src/kernels/upstream_shape.py)"
 #endif
 
+// (seed, offset) known on the host: the kernels take the values.
+flash_attn_wheels::PhiloxState philox_values(uint64_t seed, uint64_t offset) {
+  flash_attn_wheels::PhiloxState s{};
+  s.seed.value = seed;
+  s.offset.value = offset;
+  return s;
+}
+
+// (seed, offset) in device memory: the "captured" form, whose pointers the kernel dereferences at
+// run time (no host synchronisation), with no in-graph increment.
+flash_attn_wheels::PhiloxState philox_pointers(int64_t* seed_and_offset) {
+  flash_attn_wheels::PhiloxState s{};
+  s.seed.pointer = seed_and_offset;
+  s.offset.pointer = seed_and_offset + 1;
+  s.captured = true;
+  return s;
+}
+
 }  // namespace
 
-at::Tensor set_forward_rng(FwdParams& p, double dropout_p, const std::optional<at::Tensor>& given,
-                           const c10::Device& device, const ArgChecker& chk,
-                           at::Tensor& keep_alive) {
-  store_philox(p, at::PhiloxCudaState{});
+Tensor set_forward_rng(FwdParams& p, double dropout_p, const std::optional<Tensor>& given,
+                       const Device& device, const ArgChecker& chk, Tensor& keep_alive) {
+  store_philox(p, flash_attn_wheels::PhiloxState{});
   p.rng_state = nullptr;
   if (given.has_value()) check_rng_state(*given, chk, device);  // validated with or without dropout
   // Without dropout the kernels neither read the Philox state nor write rng_state (both only on
   // their dropout path), so nothing is allocated and the generator is left alone: the call then
   // costs no allocation, no generator lock and no offset advance.
-  if (dropout_p <= 0.0) return at::Tensor();
+  if (dropout_p <= 0.0) return Tensor();
 
-  at::Tensor used = at::empty({2}, at::TensorOptions().dtype(at::kLong).device(device));
-  p.rng_state = reinterpret_cast<uint64_t*>(used.data_ptr());
+  Tensor used = alloc({2}, kLong, device);
+  p.rng_state = static_cast<uint64_t*>(used.data_ptr());
   if (!given.has_value()) {
-    const at::Generator& gen_handle = at::cuda::detail::getDefaultCUDAGenerator(device.index());
-    auto* gen = at::check_generator<at::CUDAGeneratorImpl>(gen_handle);
-    // The generator is shared by every thread of the process.
-    std::lock_guard<std::mutex> lock(gen->mutex_);
-    store_philox(p, gen->philox_cuda_state(static_cast<uint64_t>(philox_increment(p))));
+#if defined(FLASH_ATTN_STABLE_ABI)
+    draw_philox(chk.op());  // throws: the stable ABI has no generator (tensor_api_stable.h)
+#else
+    store_philox(p, draw_philox(device, static_cast<uint64_t>(philox_increment(p))));
+#endif
   } else if (given->is_cpu()) {
-    // Known on the host: pass by value.
-    const at::Tensor host = given->contiguous();
-    const int64_t* v = host.const_data_ptr<int64_t>();
-    store_philox(p, at::PhiloxCudaState(static_cast<uint64_t>(v[0]), static_cast<uint64_t>(v[1])));
+    const Tensor host = as_contiguous(*given);
+    const auto* v = static_cast<const int64_t*>(host.data_ptr());
+    store_philox(p, philox_values(static_cast<uint64_t>(v[0]), static_cast<uint64_t>(v[1])));
   } else {
-    // On the device: let the kernel read it (the "captured" form of the Philox state, which
-    // dereferences both pointers at run time).  No host synchronisation needed.
-    keep_alive = given->contiguous();
-    int64_t* v = keep_alive.data_ptr<int64_t>();
-    store_philox(p, at::PhiloxCudaState(v, v + 1, 0));
+    keep_alive = as_contiguous(*given);
+    store_philox(p, philox_pointers(static_cast<int64_t*>(keep_alive.data_ptr())));
   }
   return used;
 }
 
-at::Tensor set_backward_rng(BwdParams& p, double dropout_p, const at::Tensor& rng_state,
-                            const c10::Device& device, const ArgChecker& chk,
-                            const at::Tensor& unused_state_buffer) {
+Tensor set_backward_rng(BwdParams& p, double dropout_p, const Tensor& rng_state,
+                        const Device& device, const ArgChecker& chk,
+                        const Tensor& unused_state_buffer) {
   if (dropout_p <= 0.0) {
     // The kernel dereferences p.rng_state unconditionally but uses the values only on its
     // dropout path: any 16 bytes of device memory of this call will do, so nothing is allocated
     // or filled per call (the forward returns a (0,) rng_state without dropout).
-    p.rng_state = reinterpret_cast<uint64_t*>(unused_state_buffer.data_ptr());
+    p.rng_state = static_cast<uint64_t*>(unused_state_buffer.data_ptr());
     return unused_state_buffer;
   }
   check_rng_state(rng_state, chk, device);
-  at::Tensor on_device = rng_state.to(device, /*non_blocking=*/false, /*copy=*/false).contiguous();
-  p.rng_state = reinterpret_cast<uint64_t*>(on_device.data_ptr());
+  Tensor on_device = as_contiguous(to_device(rng_state, device));
+  p.rng_state = static_cast<uint64_t*>(on_device.data_ptr());
   return on_device;
 }
 
@@ -363,38 +370,48 @@ struct DeviceAttributes {
   int sm_count = 0;
 };
 
+// Throws naming the CUDA runtime call that failed.
+void check_cuda(cudaError_t status, const char* call) {
+  if (status != cudaSuccess) {
+    fail("flash_attn: ", call, " failed: ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
+  }
+}
+
 // The attributes of every visible device, queried once per process (thread-safe static
-// initialisation), so an operator call makes no driver query.  ATen's cached device properties
-// (ATen/cuda/CUDAContext.h) would do too, but that header needs the cuSPARSE/cuBLAS headers,
-// which the build does not put on the include path.
-const DeviceAttributes& device_attributes(c10::DeviceIndex device) {
+// initialisation), so an operator call makes no driver query.  Straight from the CUDA runtime, the
+// same in both torch APIs (tensor_api.h).
+const DeviceAttributes& device_attributes(DeviceIndex device) {
   static const std::vector<DeviceAttributes> all = [] {
-    std::vector<DeviceAttributes> out(static_cast<size_t>(c10::cuda::device_count()));
+    int count = 0;
+    check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+    std::vector<DeviceAttributes> out(static_cast<size_t>(count));
     for (size_t i = 0; i < out.size(); ++i) {
       const int index = static_cast<int>(i);
-      C10_CUDA_CHECK(cudaDeviceGetAttribute(&out[i].major, cudaDevAttrComputeCapabilityMajor, index));
-      C10_CUDA_CHECK(cudaDeviceGetAttribute(&out[i].minor, cudaDevAttrComputeCapabilityMinor, index));
-      C10_CUDA_CHECK(cudaDeviceGetAttribute(&out[i].sm_count, cudaDevAttrMultiProcessorCount, index));
+      check_cuda(cudaDeviceGetAttribute(&out[i].major, cudaDevAttrComputeCapabilityMajor, index),
+                 "cudaDeviceGetAttribute");
+      check_cuda(cudaDeviceGetAttribute(&out[i].minor, cudaDevAttrComputeCapabilityMinor, index),
+                 "cudaDeviceGetAttribute");
+      check_cuda(cudaDeviceGetAttribute(&out[i].sm_count, cudaDevAttrMultiProcessorCount, index),
+                 "cudaDeviceGetAttribute");
     }
     return out;
   }();
-  TORCH_CHECK(device >= 0 && static_cast<size_t>(device) < all.size(), "flash_attn: CUDA device ",
-              static_cast<int>(device), " is not one of the ", all.size(), " visible devices");
+  if (device < 0 || static_cast<size_t>(device) >= all.size()) {
+    fail("flash_attn: CUDA device ", static_cast<int>(device), " is not one of the ", all.size(),
+         " visible devices");
+  }
   return all[static_cast<size_t>(device)];
 }
 
 }  // namespace
 
-int sm_count(c10::DeviceIndex device) { return device_attributes(device).sm_count; }
+int sm_count(DeviceIndex device) { return device_attributes(device).sm_count; }
 
-void require_ampere_or_newer(c10::DeviceIndex device, const ArgChecker& chk) {
+void require_ampere_or_newer(DeviceIndex device, const ArgChecker& chk) {
   const DeviceAttributes& a = device_attributes(device);
   chk.expect(a.major >= 8, "FlashAttention-2 needs a GPU of compute capability 8.0 (Ampere) or "
              "newer; cuda:", static_cast<int>(device), " is sm_", a.major, a.minor);
 }
 
-cudaStream_t current_stream(c10::DeviceIndex device) {
-  return c10::cuda::getCurrentCUDAStream(device).stream();
-}
 
 }  // namespace flash_attn_wheels::binding

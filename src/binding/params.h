@@ -1,5 +1,5 @@
 // Building the kernels' parameter blocks (Flash_fwd_params / Flash_bwd_params from upstream's
-// flash.h) out of ATen tensors.
+// flash.h) out of the operators' tensors (tensor_api.h: ATen or torch's stable ABI).
 //
 // The entry points in fwd.cpp, bwd.cpp and kvcache.cpp validate their tensors, allocate the
 // results and then fill a parameter block concern by concern with the setters below: sizes,
@@ -14,15 +14,13 @@
 #include <cstdint>
 #include <optional>
 
-#include <ATen/core/Tensor.h>
-#include <c10/core/Device.h>
-#include <c10/core/TensorOptions.h>
 #include <cuda_runtime_api.h>
 
 #include "namespace_config.h"  // upstream, from the extracted tree
 #include "flash.h"             // upstream, from the extracted tree
 
 #include "checks.h"
+#include "tensor_api.h"
 
 namespace flash_attn_wheels::binding {
 
@@ -72,13 +70,13 @@ struct Operand {
 // Operand of a tensor shaped (..., rows, heads, D): row/head strides from dims -3/-2 and an
 // explicit batch stride.  Varlen operands pass 0: the kernels find each sequence through the
 // cumulative sequence lengths instead.
-Operand operand(const at::Tensor& t, int64_t batch_stride);
+Operand operand(const Tensor& t, int64_t batch_stride);
 
 // Operand of a batched tensor (B, rows, heads, D): batch stride is stride(0).
-inline Operand batched(const at::Tensor& t) { return operand(t, t.stride(0)); }
+inline Operand batched(const Tensor& t) { return operand(t, t.stride(0)); }
 
 // Operand of a packed varlen tensor (T, heads, D).
-inline Operand packed(const at::Tensor& t) { return operand(t, 0); }
+inline Operand packed(const Tensor& t) { return operand(t, 0); }
 
 void set_forward_operands(FwdParams& p, const Operand& q, const Operand& k, const Operand& v,
                           const Operand& out);
@@ -125,8 +123,8 @@ void set_mask(FwdParams& p, const Mask& mask);
 
 // ALiBi slopes: fp32, (H,) or (B, H), on the call's device, unit stride over heads.
 // `h` is the query head count the kernels see.  Absent slopes disable ALiBi.
-void set_alibi(FwdParams& p, const std::optional<at::Tensor>& slopes, const ArgChecker& chk,
-               int b, int h, const c10::Device& device);
+void set_alibi(FwdParams& p, const std::optional<Tensor>& slopes, const ArgChecker& chk,
+               int b, int h, const Device& device);
 
 // -------------------------------------------------------------------------------------------
 // Split-KV
@@ -134,8 +132,8 @@ void set_alibi(FwdParams& p, const std::optional<at::Tensor>& slopes, const ArgC
 // Scratch buffers of the split-KV forward; must outlive the kernel launch (the caching
 // allocator keeps them stream-ordered, so holding them until the call returns is enough).
 struct SplitKvScratch {
-  at::Tensor lse_accum;  // fp32 (num_splits, B, H, Sq)
-  at::Tensor out_accum;  // fp32 (num_splits, B, H, Sq, padded D)
+  Tensor lse_accum;  // fp32 (num_splits, B, H, Sq)
+  Tensor out_accum;  // fp32 (num_splits, B, H, Sq, padded D)
 };
 
 // Picks how many key/value chunks to process in parallel when B*H*query-blocks alone would
@@ -148,8 +146,8 @@ int choose_num_splits(int work_blocks, int sm_slots, int kv_blocks, int max_spli
 // for the heuristic (using `sm_count` SMs), 1 disables splitting, > 1 forces that many
 // (at most 128).  Reads p.p_dropout (call after set_dropout): with dropout the split kernels
 // are not used and p.num_splits = requested.
-SplitKvScratch set_split_kv(FwdParams& p, int requested, int sm_count,
-                            const at::TensorOptions& float_opts, const ArgChecker& chk);
+SplitKvScratch set_split_kv(FwdParams& p, int requested, int sm_count, const Device& device,
+                            const ArgChecker& chk);
 
 // -------------------------------------------------------------------------------------------
 // Dropout RNG (Philox)
@@ -165,14 +163,14 @@ inline int64_t philox_increment(const FwdParams& p) {
 //  - `given` (int64, 2 elements, CPU or the call's CUDA device; validated even without dropout):
 //    use that state.
 //  - absent and dropout_p > 0: draw from the device's default CUDA generator and advance its
-//    offset by philox_increment(p) (under the generator's lock; graph-capture safe).
+//    offset by philox_increment(p) (under the generator's lock; graph-capture safe).  The
+//    stable-ABI build has no generator and throws: its Python layer always passes rng_state.
 //  - dropout_p == 0: returns an undefined tensor and sets p.rng_state = nullptr: the kernels
 //    read the Philox state and write rng_state only on their dropout path, so the call
 //    allocates nothing and leaves the generator alone.
 // `keep_alive` receives any temporary the kernel reads from; hold it until after the launch.
-at::Tensor set_forward_rng(FwdParams& p, double dropout_p, const std::optional<at::Tensor>& given,
-                           const c10::Device& device, const ArgChecker& chk,
-                           at::Tensor& keep_alive);
+Tensor set_forward_rng(FwdParams& p, double dropout_p, const std::optional<Tensor>& given,
+                       const Device& device, const ArgChecker& chk, Tensor& keep_alive);
 
 // Backward: points p.rng_state at the (seed, offset) the forward used (rng_state, validated and
 // moved to `device` when dropout_p > 0).  The backward kernel always reads the pointer but uses
@@ -180,21 +178,18 @@ at::Tensor set_forward_rng(FwdParams& p, double dropout_p, const std::optional<a
 // device tensor of this call holding at least 16 bytes that lives until after the launch (the
 // callers pass softmax_d); rng_state is then not looked at.  Returns the tensor that backs the
 // pointer (hold it until after the launch).
-at::Tensor set_backward_rng(BwdParams& p, double dropout_p, const at::Tensor& rng_state,
-                            const c10::Device& device, const ArgChecker& chk,
-                            const at::Tensor& unused_state_buffer);
+Tensor set_backward_rng(BwdParams& p, double dropout_p, const Tensor& rng_state,
+                        const Device& device, const ArgChecker& chk,
+                        const Tensor& unused_state_buffer);
 
 // -------------------------------------------------------------------------------------------
 // Device
 
 // Number of streaming multiprocessors of a CUDA device (queried once per process).
-int sm_count(c10::DeviceIndex device);
+int sm_count(DeviceIndex device);
 
 // Throws unless the device is sm_80 or newer (the FlashAttention-2 kernels need Ampere+); the
 // capability is queried once per process, so a call costs no driver query.
-void require_ampere_or_newer(c10::DeviceIndex device, const ArgChecker& chk);
-
-// The current CUDA stream of `device` (the one torch would launch on).
-cudaStream_t current_stream(c10::DeviceIndex device);
+void require_ampere_or_newer(DeviceIndex device, const ArgChecker& chk);
 
 }  // namespace flash_attn_wheels::binding

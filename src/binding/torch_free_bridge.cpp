@@ -4,15 +4,14 @@
 // raise_cuda_error. This file, compiled against torch, converts torch's at::PhiloxCudaState into
 // PhiloxState after proving at compile time that every member it reads exists in this torch with a
 // type that fits ours (a torch that renamed or widened one fails here, in the binding's first
-// minute, not at run time), and turns the kernels' errors into c10::Error (RuntimeError in Python).
+// minute, not at run time). The exact build only: the stable-ABI build has no torch Philox state
+// (tensor_api_stable.h). The kernels' errors are kernel_errors.cpp's, in both builds.
 #include "torch_free_bridge.h"
 
 #include <cstdint>
 #include <limits>
 #include <type_traits>
 
-#include <c10/util/Exception.h>
-#include <cuda_runtime_api.h>
 
 namespace flash_attn_wheels {
 namespace {
@@ -43,15 +42,6 @@ PhiloxState kernel_philox_state(const at::PhiloxCudaState& state) {
     out.offset.value = state.offset_.val;
   }
   return out;
-}
-
-void raise_error(const char* message) { TORCH_CHECK(false, message); }
-
-void raise_cuda_error(cudaError_t error, const char* file, int line) {
-  TORCH_CHECK(false, "flash_attn: CUDA error ", cudaGetErrorName(error), " (", cudaGetErrorString(error), ") at ",
-              file, ":", line,
-              ". CUDA reports kernel errors asynchronously, so the failing call may be an earlier one; rerun with "
-              "CUDA_LAUNCH_BLOCKING=1 to find it.");
 }
 
 }  // namespace flash_attn_wheels

@@ -1,7 +1,8 @@
 """Source-level checks of the C++ operator binding (src/binding); no build, no GPU.
 
-- The schemas registered in src/binding/ops.cpp are exactly those of docs/operators.md.
-- Every defined operator gets an implementation, and only defined ones do.
+- The schemas (src/binding/schemas.h) are exactly those of docs/operators.md, and both
+  registrations (ops.cpp on ATen, ops_stable.cpp on the stable ABI) define and implement every one.
+- The sources of the stable-ABI build include no ATen, c10 library or torch/library.h header.
 - The binding never touches the Python C API / pybind11 (the wheel is abi3) and marks nothing
   for export (the library is built with hidden visibility).
 - No upstream copyright notices were copied into the binding.
@@ -15,6 +16,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BINDING = ROOT / "src" / "binding"
 OPS_CPP = BINDING / "ops.cpp"
+OPS_STABLE_CPP = BINDING / "ops_stable.cpp"
+SCHEMAS_H = BINDING / "schemas.h"
+REGISTRATIONS = (OPS_CPP, OPS_STABLE_CPP)
 OPERATORS_MD = ROOT / "docs" / "operators.md"
 
 _STRING_LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
@@ -45,20 +49,32 @@ def _calls(source: str, method: str) -> list[str]:
     return out
 
 
-def registered_schemas() -> dict[str, str]:
-    """name -> schema of every m.def in ops.cpp (adjacent string literals joined)."""
-    source = _strip_comments(OPS_CPP.read_text())
+def schema_constants() -> dict[str, str]:
+    """constant name -> schema of every `inline constexpr const char* kX = "...";` in schemas.h."""
+    source = _strip_comments(SCHEMAS_H.read_text())
+    out = {}
+    for match in re.finditer(r"constexpr\s+const\s+char\s*\*\s*(\w+)\s*=([^;]*);", source):
+        out[match.group(1)] = "".join(_STRING_LITERAL.findall(match.group(2)))
+    return out
+
+
+def registered_schemas(path: Path = OPS_CPP) -> dict[str, str]:
+    """name -> schema of every m.def in a registration file (its argument names a schemas.h constant)."""
+    constants = schema_constants()
+    source = _strip_comments(path.read_text())
     schemas = {}
     for args in _calls(source, "def"):
-        schema = "".join(_STRING_LITERAL.findall(args))
+        constant = args.strip().split("::")[-1]
+        assert constant in constants, f"{path.name}: m.def({args.strip()}) is not a schemas.h constant"
+        schema = constants[constant]
         name = schema.split("(", 1)[0].strip()
-        assert name not in schemas, f"operator {name} defined twice in ops.cpp"
+        assert name not in schemas, f"operator {name} defined twice in {path.name}"
         schemas[name] = schema
     return schemas
 
 
-def implemented_names() -> set[str]:
-    source = _strip_comments(OPS_CPP.read_text())
+def implemented_names(path: Path = OPS_CPP) -> set[str]:
+    source = _strip_comments(path.read_text())
     names = set()
     for args in _calls(source, "impl"):
         literals = _STRING_LITERAL.findall(args)
@@ -90,19 +106,58 @@ def test_docs_table_is_parsed():
 
 def test_registered_schemas_match_docs():
     documented = documented_schemas()
-    registered = registered_schemas()
-    assert set(registered) == set(documented)
-    for name, schema in documented.items():
-        assert registered[name] == schema, (
-            f"schema of {name} differs:\n  ops.cpp: {registered[name]}\n  docs:    {schema}"
-        )
+    for path in REGISTRATIONS:
+        registered = registered_schemas(path)
+        assert set(registered) == set(documented), path.name
+        for name, schema in documented.items():
+            assert registered[name] == schema, (
+                f"schema of {name} differs:\n  {path.name}: {registered[name]}\n  docs:    {schema}"
+            )
 
 
 def test_every_operator_is_implemented():
-    assert implemented_names() == set(documented_schemas())
+    for path in REGISTRATIONS:
+        assert implemented_names(path) == set(documented_schemas()), path.name
 
 
-def test_library_and_impl_blocks():
+def test_stable_registration_uses_the_stable_library():
+    source = _strip_comments(OPS_STABLE_CPP.read_text())
+    assert re.search(r"\bSTABLE_TORCH_LIBRARY\s*\(\s*flash_attn\s*,", source)
+    assert re.search(r"\bSTABLE_TORCH_LIBRARY_IMPL\s*\(\s*flash_attn\s*,\s*CUDA\s*,", source)
+    assert "TORCH_LIBRARY(" not in source.replace("STABLE_TORCH_LIBRARY(", "")
+
+
+# Sources only the exact (ATen) build compiles; every other source is compiled by both builds.
+EXACT_ONLY = {"ops.cpp", "torch_free_bridge.cpp", "torch_free_bridge.h", "tensor_api_aten.h"}
+_INCLUDE = re.compile(r'#\s*include\s*[<"]([^>"]+)[>"]')
+_ATEN_HEADER = re.compile(r"^(ATen/|c10/|torch/library\.h|torch/extension\.h|torch/all\.h|torch/torch\.h)")
+
+
+def stable_build_includes() -> dict[str, list[str]]:
+    """file -> the torch headers it includes, for every src/binding file the stable build compiles
+    (tensor_api.h includes tensor_api_aten.h only without FLASH_ATTN_STABLE_ABI, so it is skipped)."""
+    out = {}
+    for path in _binding_sources():
+        if path.name in EXACT_ONLY:
+            continue
+        out[path.name] = [h for h in _INCLUDE.findall(path.read_text()) if h != "tensor_api_aten.h"]
+    return out
+
+
+def test_stable_build_includes_no_aten():
+    for name, headers in stable_build_includes().items():
+        bad = [h for h in headers if _ATEN_HEADER.match(h)]
+        assert not bad, f"{name} is compiled by the stable-ABI build but includes {bad}"
+
+
+def test_the_stable_check_would_catch_an_aten_include():
+    """The check above is not vacuous: the exact-only files do include ATen."""
+    aten = [h for h in _INCLUDE.findall((BINDING / "tensor_api_aten.h").read_text()) if _ATEN_HEADER.match(h)]
+    assert aten, "tensor_api_aten.h includes no ATen header: the stable-ABI check proves nothing"
+    assert "tensor_api_stable.h" in stable_build_includes()
+
+
+def test_exact_registration_uses_torch_library():
     source = _strip_comments(OPS_CPP.read_text())
     assert re.search(r"\bTORCH_LIBRARY\s*\(\s*flash_attn\s*,", source)
     assert re.search(r"\bTORCH_LIBRARY_IMPL\s*\(\s*flash_attn\s*,\s*CUDA\s*,", source)
@@ -149,5 +204,5 @@ def test_forwards_zero_the_padding_of_the_returned_probabilities():
     source = _strip_comments((BINDING / "fwd.cpp").read_text(encoding="utf-8"))
     dense, varlen = source.split("> varlen_fwd(", 1)
     dense = dense.split("> fwd(", 1)[1]
-    assert "p.narrow(2, dims.seqlen_q" in dense and "p.narrow(3, dims.seqlen_k" in dense
+    assert "narrowed(p, 2, dims.seqlen_q" in dense and "narrowed(p, 3, dims.seqlen_k" in dense
     assert "clear_probability_padding(p, len_q, len_k)" in varlen

@@ -132,7 +132,7 @@ REJECTED = [
         "fwd.cpp",
         "return_softmax=True needs dropout_p > 0",
     ),
-    ("alibi-dtype", "params.cpp", 'chk.dtype(s, "alibi_slopes", at::kFloat);', "checks.h", " must have dtype "),
+    ("alibi-dtype", "params.cpp", 'chk.dtype(s, "alibi_slopes", kFloat);', "checks.h", " must have dtype "),
     (
         "alibi-shape",
         "params.cpp",
@@ -147,7 +147,7 @@ REJECTED = [
         "checks.h",
         "; call .contiguous() first",
     ),
-    ("cu-seqlens-dtype", "checks.h", "dtype(*t, name, at::kInt);", "checks.h", " must have dtype "),
+    ("cu-seqlens-dtype", "checks.h", "dtype(*t, name, kInt);", "checks.h", " must have dtype "),
     ("cu-seqlens-strided", "checks.h", "contiguous(*t, name);", "checks.h", ".contiguous()"),
     (
         "cu-seqlens-lengths",
@@ -167,7 +167,7 @@ REJECTED = [
     ),
     ("paged-kv-not-4d", "fwd.cpp", 'chk.rank(k, "k", paged ? 4 : 3, kv_dims);', "checks.h", "-D tensor "),
     ("page-size-128", "fwd.cpp", "page_block_size % 256 == 0", "fwd.cpp", "must be a positive multiple of 256"),
-    ("block-table-dtype", "fwd.cpp", 'chk.dtype(bt, "block_table", at::kInt);', "checks.h", " must have dtype "),
+    ("block-table-dtype", "fwd.cpp", 'chk.dtype(bt, "block_table", kInt);', "checks.h", " must have dtype "),
     (
         "block-table-batch",
         "fwd.cpp",
@@ -255,7 +255,7 @@ REJECTED = [
     (
         "kvcache-strided-cache",
         "kvcache.cpp",
-        "t->stride(-1) == 1",
+        "stride_from_end(*t, 1) == 1",
         "kvcache.cpp",
         "): it is updated in place, so it cannot be copied; allocate the cache",
     ),
@@ -307,7 +307,7 @@ def test_a_strided_last_dim_is_copied_by_the_operator(source, tensors):
 
 
 def test_dtype_names_are_the_python_spelling():
-    names = dict(re.findall(r"case at::(k\w+): return \"(torch\.\w+)\";", _code("checks.h")))
+    names = dict(re.findall(r"case (k\w+): return \"(torch\.\w+)\";", _code("checks.h")))
     assert names["kFloat"] == "torch.float32" and names["kHalf"] == "torch.float16" and names["kInt"] == "torch.int32"
 
 

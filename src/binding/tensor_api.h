@@ -1,0 +1,54 @@
+// The tensor operations the binding uses, over one of two torch C++ APIs.
+//
+// The operator implementations (fwd.cpp, bwd.cpp, kvcache.cpp, params.cpp) are written once against
+// the names declared here, in namespace flash_attn_wheels::binding:
+//   Tensor, Device, DeviceIndex, DType (c10::ScalarType, header-only in both APIs), the dtype
+//   constants kHalf/kBFloat16/kFloat/kInt/kLong, IntList (a borrowed list of int64 sizes);
+//   alloc/alloc_zeros(IntList, DType, Device), alloc_like, as_contiguous, zero_out, fill_with,
+//   narrowed, reshaped, to_device, sum_into (names of our own: torch's would be found by ADL too);
+//   DeviceGuard (makes a CUDA device current for a scope), current_stream, device_text (the
+//   spelling of a device in messages), fail (throws the operator error), draw_philox (the
+//   forward's dropout seed and offset from torch's generator), clear_probability_padding and
+//   lengths_of; here, for both: shape_text, stride_from_end, has_sizes.
+// Two implementations, chosen by the build (cmake option FLASH_ATTN_TORCH_ABI):
+//   exact  (tensor_api_aten.h)   ATen and c10, for one exact torch version (TORCH_LIBRARY);
+//   stable (tensor_api_stable.h) torch's stable ABI only (torch/csrc/stable, torch/headeronly), for
+//          every torch from TORCH_TARGET_VERSION on (STABLE_TORCH_LIBRARY); CMake defines
+//          FLASH_ATTN_STABLE_ABI for it (cmake/FlashAttnTorchAbi.cmake).
+// Both throw from fail() with the same text, so a message does not depend on the wheel's ABI.
+#pragma once
+
+#if defined(FLASH_ATTN_STABLE_ABI)
+#include "tensor_api_stable.h"
+#else
+#include "tensor_api_aten.h"
+#endif
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+namespace flash_attn_wheels::binding {
+
+// "[2, 512, 8, 64]": sizes and strides as torch prints them.
+inline std::string shape_text(IntList sizes) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
+  out << ']';
+  return out.str();
+}
+
+// Stride of the k-th dimension from the end (k = 1: the last one) of a tensor of rank >= k.
+inline int64_t stride_from_end(const Tensor& t, int64_t k) { return t.stride(t.dim() - k); }
+
+// True when t has exactly the sizes `want`.
+inline bool has_sizes(const Tensor& t, IntList want) {
+  if (static_cast<size_t>(t.dim()) != want.size()) return false;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (t.size(static_cast<int64_t>(i)) != want[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace flash_attn_wheels::binding

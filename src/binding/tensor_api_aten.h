@@ -1,0 +1,98 @@
+// tensor_api.h over ATen/c10: the binding of one exact torch version (FLASH_ATTN_TORCH_ABI=exact).
+// Errors are c10::Error (RuntimeError in Python); the dropout generator is torch's default CUDA
+// generator, graph-capture safe (its Philox state then points into the graph).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/ArrayRef.h>
+#include <c10/util/Exception.h>
+#include <cuda_runtime_api.h>
+
+#include "torch_free_bridge.h"  // kernel_philox_state: at::PhiloxCudaState -> PhiloxState
+
+namespace flash_attn_wheels::binding {
+
+using Tensor = at::Tensor;
+using Device = c10::Device;
+using DeviceIndex = c10::DeviceIndex;
+using DType = c10::ScalarType;
+using IntList = c10::IntArrayRef;
+
+inline constexpr DType kHalf = c10::ScalarType::Half;
+inline constexpr DType kBFloat16 = c10::ScalarType::BFloat16;
+inline constexpr DType kFloat = c10::ScalarType::Float;
+inline constexpr DType kInt = c10::ScalarType::Int;
+inline constexpr DType kLong = c10::ScalarType::Long;
+
+// Throws c10::Error whose message is the parts streamed one after another.
+template <typename... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+  TORCH_CHECK(false, parts...);
+  std::abort();  // not reached: TORCH_CHECK(false, ...) throws
+}
+
+inline std::string device_text(const Device& d) { return d.str(); }
+
+inline Tensor alloc(IntList sizes, DType dtype, const Device& device) {
+  return at::empty(sizes, at::TensorOptions().dtype(dtype).device(device));
+}
+inline Tensor alloc_zeros(IntList sizes, DType dtype, const Device& device) {
+  return at::zeros(sizes, at::TensorOptions().dtype(dtype).device(device));
+}
+inline Tensor alloc_like(const Tensor& t) { return at::empty_like(t); }
+inline Tensor as_contiguous(const Tensor& t) { return t.contiguous(); }
+inline void zero_out(const Tensor& t) { t.zero_(); }
+inline void fill_with(const Tensor& t, double value) { t.fill_(value); }
+inline Tensor narrowed(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
+  return t.narrow(dim, start, length);
+}
+inline Tensor reshaped(const Tensor& t, IntList sizes) { return t.reshape(sizes); }
+inline Tensor to_device(const Tensor& t, const Device& device) {
+  return t.to(device, /*non_blocking=*/false, /*copy=*/false);
+}
+// into = in summed over dimension `dim` (into has in's sizes without that dimension).
+inline void sum_into(Tensor& into, const Tensor& in, int64_t dim) { at::sum_out(into, in, {dim}); }
+
+using DeviceGuard = c10::cuda::CUDAGuard;
+
+inline cudaStream_t current_stream(DeviceIndex device) {
+  return c10::cuda::getCurrentCUDAStream(device).stream();
+}
+
+// The forward's Philox state from the default CUDA generator of `device`, whose offset advances by
+// `increment` (under the generator's lock; under CUDA graph capture the state points into the graph,
+// so each replay draws anew).
+inline PhiloxState draw_philox(const Device& device, uint64_t increment) {
+  const at::Generator& handle = at::cuda::detail::getDefaultCUDAGenerator(device.index());
+  auto* gen = at::check_generator<at::CUDAGeneratorImpl>(handle);
+  std::lock_guard<std::mutex> lock(gen->mutex_);  // the generator is shared by every thread
+  return kernel_philox_state(gen->philox_cuda_state(increment));
+}
+
+// Zeroes the entries of P past each sequence's end.  The kernels store whole 128-row tiles, so
+// rows (and columns) between a sequence's length and the padded size hold values computed from
+// memory past the inputs, different from call to call (seen on an H200 with opcheck).  p is
+// (B, H, Sq_r, Sk_r); len_q / len_k are int32 (B,) lengths on p's device.  Stays on the device.
+inline void clear_probability_padding(Tensor& p, const Tensor& len_q, const Tensor& len_k) {
+  const auto idx = len_q.options();
+  const Tensor rows = at::arange(p.size(2), idx).view({1, -1, 1});
+  const Tensor cols = at::arange(p.size(3), idx).view({1, 1, -1});
+  const Tensor keep = (rows < len_q.view({-1, 1, 1})).logical_and(cols < len_k.view({-1, 1, 1}));
+  p.masked_fill_(keep.logical_not().unsqueeze(1), 0);
+}
+
+// Per-sequence lengths from int32 prefix sums (B+1,): (B,) on the same device.
+inline Tensor lengths_of(const Tensor& cu_seqlens) {
+  return cu_seqlens.slice(0, 1) - cu_seqlens.slice(0, 0, -1);
+}
+
+}  // namespace flash_attn_wheels::binding
