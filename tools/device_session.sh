@@ -20,12 +20,18 @@
 #                                              #   kernel benchmark with host overhead; then the unsharded build of
 #                                              #   the same set (SHARDS N*M jobs, detached); then the report
 #                                              #   build_sharded.md. Each call skips what is done.
+#   bash tools/device_session.sh unsharded # the shards phase's unsharded build alone, first in a lease (~7 min)
+#   bash tools/device_session.sh stable    # issue 15, after the shards phase's sharded part (same lease):
+#                                              #   links the stable-ABI wheel from its kernels archive, runs
+#                                              #   the GPU checks on it, dropout bit for bit against the exact
+#                                              #   wheel, and the kernel benchmark of both (~6 min)
 #
 # Switches (environment): JOBS (16) and TREE_JOBS (JOBS) size the two builds; WITH_TREE=1 starts the
 # tree's build beside ours in the build phase (both fit 128 GB at JOBS=12 TREE_JOBS=6); TIMED=0 leaves
 # the timed steps out of `test` (run `bench` next); LOAD_COST=0 skips the ci builds and the load-cost
 # benchmark; UPSTREAM=0 does not start upstream's build at the end of `test`. SHARDS (4x4: shards x
-# jobs per shard) sizes the shards phase; SHARD_TESTS=0 leaves its GPU steps out (a CPU rehearsal with
+# jobs per shard) sizes the shards phase; SHARD_BENCH=0 leaves its kernel benchmark to the stable phase;
+# SHARD_TESTS=0 leaves its GPU steps out (a CPU rehearsal with
 # FLASH_ATTN_BENCH_SHARDED_FAKE=1, whose stub release steps compile nothing: see bench/build_sharded.py).
 # SHARDED_JSON=<carried sharded.json from shards.tgz> lets a fresh lease run only the unsharded part and
 # the report, when the first lease ran out before it (the report then compares two leases of one kind).
@@ -55,7 +61,7 @@
 #            --upstream-mode units), 16 jobs, alone on the machine -> build benchmark
 # The A-1 builds of the first lease (threshold 8 / 0 / broken) are in docs/evidence/h200-2026-11-29.
 set -u
-phase=${1:?usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards}
+phase=${1:?usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=${W:-/tmp/fa}
 OUT=${OUT:-$W/out}
@@ -363,11 +369,15 @@ shards)
     # the torch-free kernels read the Philox state the binding converts: dropout replay, fp16 and bf16
     PYTHONPATH="$SHARD_SITE" once shard_dropout_fp16 120 python3 "$ROOT/tools/dropout_rng.py" --dtype fp16 || rc=1
     PYTHONPATH="$SHARD_SITE" once shard_dropout_bf16 90 python3 "$ROOT/tools/dropout_rng.py" --dtype bf16 || rc=1
-    once shard_bench_kernels 20 python3 "$ROOT/bench/kernels.py" --out "$W/once/kernels" \
-      --build "sharded=$W/site_shard" --host-overhead || rc=1
-    cp "$W"/once/kernels/*.md "$W"/once/kernels/*.json "$R/" 2>/dev/null
+    benches=""
+    if [ "${SHARD_BENCH:-1}" = 1 ]; then  # SHARD_BENCH=0: the stable phase benchmarks this wheel beside its own
+      once shard_bench_kernels 20 python3 "$ROOT/bench/kernels.py" --out "$W/once/kernels" \
+        --build "sharded=$W/site_shard" --host-overhead || rc=1
+      cp "$W"/once/kernels/*.md "$W"/once/kernels/*.json "$R/" 2>/dev/null
+      benches=shard_bench_kernels
+    fi
     for s in shard_build_info shard_release_paths shard_rescale_skip shard_opcheck shard_dropout_fp16 shard_dropout_bf16 \
-      shard_bench_kernels; do
+      $benches; do
       [ -f "$W/once/$s.rc" ] || { echo "shards: $s not finished in this call; call the shards phase again"; report; exit 1; }
     done
   fi
@@ -386,5 +396,57 @@ shards)
   if [ "$rc" = 0 ]; then echo "shards: all done"; else echo "shards: all steps ran; some failed (rc $rc)"; fi
   exit $rc
   ;;
-*) echo "usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards" >&2; exit 2 ;;
+unsharded)
+  # The unsharded build of the shards phase's set alone (16 jobs, about 7 minutes), for a lease that
+  # runs it first: the shards phase then finds it done and writes the report after its sharded part.
+  [ -f "$W/shards_machine.txt" ] || {
+    nproc; free -g | head -2; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+    python3 -c 'import torch, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "python", sys.version.split()[0])'
+    cmake --version | head -1; nvcc --version | tail -1; ninja --version
+  } > "$W/shards_machine.txt" 2>&1
+  cp "$W/shards_machine.txt" "$R/machine.txt"
+  wait_part unsharded unsharded_build || exit 1
+  cp "$W"/bs/unsharded.json "$W"/bs/unsharded/logs/*.log "$R/" 2>/dev/null
+  echo "unsharded: done ($(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["wall_seconds"])' "$W/bs/unsharded.json") s)"
+  exit 0
+  ;;
+stable)
+  # Issue 15 on the GPU: the stable-ABI wheel linked from the shards phase's kernels archive (the
+  # binding alone compiles), checked like the exact wheel, then both side by side: dropout bit for bit
+  # (tools/dropout_abi_compare.py) and the kernel benchmark of both builds in one run. Needs the
+  # shards phase's sharded part done in this lease (its archive, its exact wheel in site_shard).
+  kernels=$(ls -d "$W"/bs/sharded/gathered/kernels-* 2>/dev/null | head -1)
+  [ -n "$kernels" ] && [ -d "$W/site_shard" ] || { echo "stable: run the shards phase first (same lease)"; exit 2; }
+  once stable_link 300 python3 -m release.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
+    --sdist "$SDIST" --jobs "$JOBS" --kernels "$kernels" --torch-abi stable --no-smoke \
+    --build-root "$W/stable_root" --out "$W/stable_dist" || { echo "stable: link failed"; exit 1; }
+  wheel=$(ls "$W"/stable_dist/flash_attn-*.whl | head -1)
+  echo "stable wheel: $wheel"; sha256sum "$wheel" | tee "$R/stable_wheel.sha256"
+  if [ ! -f "$W/site_stable/.from" ] || [ "$(cat "$W/site_stable/.from")" != "$wheel" ]; then
+    rm -rf "$W/site_stable"; python3 -m pip install -q --no-deps --no-index --target "$W/site_stable" "$wheel" || exit 3
+    echo "$wheel" > "$W/site_stable/.from"
+  fi
+  lib=$(ls "$W"/site_stable/flash_attn/_C_*.so | head -1)
+  nm -D --undefined-only "$lib" | grep -c -E ' _ZN(2at|3c10)' > "$R/stable_aten_symbols.txt"
+  STABLE_SITE="$W/site_stable${PYTHONPATH:+:$PYTHONPATH}"
+  cd "$W" || exit 3
+  PYTHONPATH="$STABLE_SITE" once stable_build_info 280 python3 -m flash_attn
+  PYTHONPATH="$STABLE_SITE" once stable_release_paths 230 python3 "$ROOT/tools/release_paths.py" --dtype all || rc=1
+  once stable_rescale_skip 190 python3 "$ROOT/tests/gpu/rescale_skip.py" --lib "$lib" --dims 64,128 || rc=1
+  PYTHONPATH="$STABLE_SITE" once stable_opcheck 150 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
+  PYTHONPATH="$STABLE_SITE" once stable_dropout_fp16 130 python3 "$ROOT/tools/dropout_rng.py" --dtype fp16 || rc=1
+  once stable_dropout_compare 100 python3 "$ROOT/tools/dropout_abi_compare.py" --out "$W/once/dropout_cmp" \
+    --site "exact=$W/site_shard" --site "stable=$W/site_stable" || rc=1
+  PYTHONPATH="$STABLE_SITE" once stable_validate 60 python3 "$ROOT/tools/validate.py" --out "$R" --wheel "$wheel" || rc=1
+  once stable_bench_kernels 5 python3 "$ROOT/bench/kernels.py" --out "$W/once/kernels_abi" \
+    --build "exact=$W/site_shard" --build "stable=$W/site_stable" --host-overhead || rc=1
+  cp "$W"/once/kernels_abi/*.md "$W"/once/kernels_abi/*.json "$R/" 2>/dev/null
+  for s in stable_build_info stable_release_paths stable_rescale_skip stable_opcheck stable_dropout_fp16 \
+    stable_dropout_compare stable_validate stable_bench_kernels; do
+    [ -f "$W/once/$s.rc" ] || { echo "stable: $s not finished in this call; call the stable phase again"; exit 1; }
+  done
+  if [ "$rc" = 0 ]; then echo "stable: all done"; else echo "stable: all steps ran; some failed (rc $rc)"; fi
+  exit $rc
+  ;;
+*) echo "usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable" >&2; exit 2 ;;
 esac

@@ -14,8 +14,9 @@ loading needs, links no libpython (abi3), carries a valid build info, registers 
 docs/operators.md when torch loads it and refuses CPU tensors with a clear error; a second build
 compiles nothing (and its summary says 0 units) and gives the same wheel bytes (reproducible); a
 shard rebuilt in a clean build folder is served from the cache (hits, no misses, same objects);
-the wheel ships this project's and upstream's license; bad options stop the configure with a
-message that says what to do.
+the wheel ships this project's and upstream's license; the same archive also links a stable-ABI
+wheel (``--torch-abi stable``: the binding alone compiles, and its library references no ATen or c10
+symbol); bad options stop the configure with a message that says what to do.
 
 Cost: about 12-15 minutes on 2 cores the first time (two units, ~4-5 minutes each there, plus
 the binding sources and the smoke test), under a minute for each no-work rerun.
@@ -249,6 +250,38 @@ def test_wheel_ships_both_licenses_and_asked_build_info(flow):
     assert info["deltas"] == {"applied": True, "rescale_threshold": 8.0, "packed_fma": True,
                               "broken_no_max_reset": False}  # fmt: skip
     assert info["fatbin_compression"] == "size" and info["upstream"]["source"] == "sdist"
+
+
+@pytest.fixture(scope="module")
+def stable_flow(gathered, tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """The stable-ABI wheel (``--torch-abi stable``) linked from the same kernels archive, smoke-tested."""
+    out = tmp_path_factory.mktemp("wheelhouse-stable")
+    proc = release("wheels", *COMMON, "--kernels", str(gathered), "--torch-abi", "stable", "--out", str(out))
+    (wheel,) = sorted(out.glob("*.whl"))
+    return proc, wheel
+
+
+def _aten_references(so: Path) -> list[str]:
+    """The undefined symbols of a shared object in ATen's or c10's C++ namespaces (demangled)."""
+    nm = subprocess.run(["nm", "-D", "-C", "--undefined-only", str(so)], capture_output=True, text=True, check=True)
+    return [line.split(None, 1)[-1] for line in nm.stdout.splitlines() if re.search(r"\b(at|c10)::", line)]
+
+
+def test_the_stable_wheel_links_the_same_kernels_and_references_no_aten(stable_flow, built: Path, tmp_path: Path):
+    proc, wheel = stable_flow
+    assert "0 (nothing to do)" in proc.stdout, proc.stdout[-3000:]  # the kernels came from the archive
+    with zipfile.ZipFile(wheel) as zf:
+        (so_name,) = [n for n in zf.namelist() if re.fullmatch(r"flash_attn/_C_custom\.so", n)]
+        so = tmp_path / "stable.so"
+        so.write_bytes(zf.read(so_name))
+        info = json.loads(zf.read("flash_attn/build_info_custom.json"))
+    assert not _aten_references(so), _aten_references(so)[:10]
+    assert _aten_references(built / "_C_custom.so"), "the exact library references ATen: the check above can fail"
+    manifest = json.loads((ROOT / "build-manifest.json").read_text())
+    assert info["torch_abi"] == "stable" and info["torch_min"] == manifest["stable_abi"]["torch_min"], info
+    exact = json.loads((built / "build_info_custom.json").read_text())
+    assert exact["torch_abi"] == "exact" and exact["torch_min"] is None, exact
+    assert info["kernels_key"] == exact["kernels_key"], "one kernels archive serves both ABIs"
 
 
 def test_shared_object_and_build_info(built: Path):
