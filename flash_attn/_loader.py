@@ -335,7 +335,7 @@ def _compare_compiled_build_info(state: LibraryState) -> None:
     assert state.build_info is not None
     differing = [
         key
-        for key in ("group", "sass", "ptx_arch", "torch_version", "kernel_set", "kernels")
+        for key in ("group", "sass", "ptx_arch", "torch_version", "torch_abi", "torch_min", "kernel_set", "kernels")
         if compiled.get(key) != state.build_info.get(key)
     ]
     if differing:
