@@ -23,8 +23,9 @@ to its jobs with ``fromJSON``. ``--stage`` picks the list:
 
 Filters take one value, a comma-separated list, or may be repeated; an empty value means "all"
 (so a workflow can pass its optional inputs through unchanged). ``--torch 2.14`` matches every
-2.14.x in the table (and the stable-ABI wheel that serves it). An unknown value is an error that lists the valid ones; filters that leave
-no combination are an error that says which combinations exist.
+2.14.x in the table (and the stable-ABI wheel that serves it). An unknown value is an error that
+lists the valid ones; filters that leave no combination are an error that says which combinations
+exist.
 
 The table itself (runner images, CUDA toolkits, torch releases and the CUDA builds of each, with
 the facts behind it) is ``release_matrix`` in build-manifest.json; the released arch groups are
