@@ -227,6 +227,8 @@ def entry(
         "torch": torch,
         "torch_abi": torch_abi,
         "torches": list(torches) if torches is not None else [torch],
+        # the newest torch it serves: the link job smoke-tests a stable-ABI wheel under it too
+        "torch_newest": max(torches, key=release_tuple) if torches else torch,
         "torch_min": TORCH_MIN if torch_abi == "stable" else None,
         "torch_index": TORCH_INDEX.format(cu=cu_tag(cuda)),
         "python": PYTHON,

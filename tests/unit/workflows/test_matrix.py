@@ -362,3 +362,10 @@ def _kernel_set():
     from release import _paths
 
     return _paths.kernel_set()
+
+
+def test_stable_entries_name_the_newest_torch_they_serve_for_the_second_smoke_test():
+    for e in matrix.build_matrix()["include"]:
+        assert e["torch_newest"] == "2.15.0" and e["torch_newest"] in e["torches"]
+    for e in matrix.build_matrix(torch_abi="exact")["include"]:
+        assert e["torch_newest"] == e["torch"]
