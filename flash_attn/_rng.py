@@ -32,7 +32,8 @@ the stable ABI does not expose). Under capture (``torch.cuda.is_current_stream_c
 reservation therefore raises :class:`~flash_attn.FlashAttnError` instead of reusing one mask.
 
 ``torch.compile``: a reservation made while Dynamo traces would be baked into the graph as a
-constant (one mask for every run). While tracing, the reservation is the custom operator
+constant (one mask for every run). While tracing (Dynamo, or a dispatch mode such as make_fx's or
+FakeTensorMode, or q a tensor subclass), the reservation is the custom operator
 ``flash_attn_rng::philox_reserve`` (this module, tagged ``nondeterministic_seeded`` so it is never
 deduplicated or recomputed in the backward), which the compiled graph runs on every call; its fake
 returns an int64 ``(2,)`` CPU tensor. It is registered by :func:`configure` for stable builds only.
@@ -177,9 +178,21 @@ def forward_rng_state(q: torch.Tensor, batch: int, heads: int) -> torch.Tensor:
         FlashAttnError: the current CUDA stream is being captured into a CUDA graph (see the module doc).
     """
     increment = philox_increment(batch, heads)
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or _tracing(q):
         return torch.ops.flash_attn_rng.philox_reserve.default(q, increment)
     return _reserve_now(q, increment)
+
+
+def _tracing(q: torch.Tensor) -> bool:
+    """True under a tracer other than Dynamo (make_fx, FakeTensorMode, export): a dispatch mode is
+    active or q is a tensor subclass (a FakeTensor). The operator then records the reservation in the
+    graph instead of reading the generator once at trace time."""
+    return type(q) is not torch.Tensor or _dispatch_modes() > 0
+
+
+def _dispatch_modes() -> int:
+    stack = getattr(torch._C, "_len_torch_dispatch_stack", None)
+    return stack() if stack is not None else 0
 
 
 def _register_op() -> Any:

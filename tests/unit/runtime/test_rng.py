@@ -149,3 +149,25 @@ def test_compiled_graph_reserves_on_every_run(stable):
     assert first == [-5, 8] and second == [-5, 8 + 256], "a compiled graph must not reuse one Philox offset"
     bwd_states = [call[1][14].tolist() for call in mock_ops.CALLS if call[0] == "bwd"]
     assert bwd_states[-2:] == [first, second]
+
+
+def test_make_fx_on_fake_inputs_records_the_reservation_in_the_graph(stable):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    q = rand(2, 16, 4, 64)
+
+    def step(q):
+        return flash_attn.flash_attn_func(q, q, q, dropout_p=0.1)
+
+    graph = make_fx(step, tracing_mode="fake")(q)
+    assert "flash_attn_rng.philox_reserve" in graph.code
+    assert stable.calls == 0, "tracing must not read the generator (it would bake one offset into the graph)"
+    graph(q)
+    graph(q)
+    assert stable.calls == 2 and stable.offset == 8 + 2 * 2 * 4 * 32  # every run of the graph reserves
+
+
+def test_eager_tensor_path_reads_the_generator_directly(stable):
+    assert not _rng._tracing(torch.empty(1))
+    # a tensor subclass goes through the operator: still one reservation per call, only slower
+    assert _rng._tracing(torch.nn.Parameter(torch.empty(1)))
