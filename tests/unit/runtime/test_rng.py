@@ -7,7 +7,6 @@ from __future__ import annotations
 import mock_ops
 import pytest
 import torch
-from conftest import make_info
 
 import flash_attn
 from flash_attn import FlashAttnError, _rng
@@ -63,15 +62,15 @@ def test_torch_stores_large_seeds_as_uint64():
         _rng.as_int64(2**64)
 
 
-def test_decided_once_from_the_build_info():
+def test_decided_once_from_the_build_info(legacy_info):
     try:
-        _rng.configure(make_info())  # exact build info without torch_abi (an older wheel): no reservation
+        _rng.configure(legacy_info)  # exact build info without torch_abi (an older wheel): no reservation
         assert _rng.RESERVE is False
-        _rng.configure(make_info(torch_abi="exact", torch_min=None))
+        _rng.configure({**legacy_info, "torch_abi": "exact", "torch_min": None})
         assert _rng.RESERVE is False
         _rng.configure(None)
         assert _rng.RESERVE is False
-        _rng.configure(make_info(**STABLE))
+        _rng.configure({**legacy_info, **STABLE})
         assert _rng.RESERVE is True
         assert hasattr(torch.ops.flash_attn_rng, "philox_reserve")
         assert torch.Tag.nondeterministic_seeded in torch.ops.flash_attn_rng.philox_reserve.default.tags
@@ -85,7 +84,7 @@ def stable(emulated, monkeypatch):
     generator = FakeGenerator(seed=2**64 - 5, offset=8)
     monkeypatch.setattr(_rng, "generator_for", lambda device: generator)
     monkeypatch.setattr(_rng, "capturing", lambda: False)
-    _rng.configure(make_info(**STABLE))
+    _rng.configure({**emulated, **STABLE})
     yield generator
     _rng.configure(None)
 
@@ -114,11 +113,11 @@ def test_stable_varlen_counts_sequences_and_query_heads(stable):
     assert stable.offset == 8 + 2 * 6 * 32  # B = len(cu_seqlens_q) - 1, H = query heads
 
 
-def test_nothing_is_reserved_without_dropout_or_in_the_exact_build(stable):
+def test_nothing_is_reserved_without_dropout_or_in_the_exact_build(stable, legacy_info):
     q = rand(1, 8, 2, 64)
     flash_attn.flash_attn_func(q, q, q)
     assert mock_ops.CALLS[-1][1][11] is None and stable.calls == 0
-    _rng.configure(make_info())  # exact: the C++ operator draws from torch's generator itself
+    _rng.configure(legacy_info)  # exact: the C++ operator draws from torch's generator itself
     flash_attn.flash_attn_func(q, q, q, dropout_p=0.5)
     assert mock_ops.CALLS[-1][1][11] is None and stable.calls == 0
 
