@@ -93,7 +93,7 @@ def torch_independence(session: nox.Session) -> None:
 
 @nox.session(venv_params=SHARED)
 def smoke(session: nox.Session) -> None:
-    """Install the given wheel(s) into a fresh venv and check them (-- path/to/flash_attn-...whl)."""
+    """Install the given wheel(s) into a fresh venv and check them (-- [--torch V] path/to/flash_attn-...whl)."""
     if not session.posargs:
         session.error("give the wheel to test: nox -s smoke -- wheelhouse/flash_attn-...whl")
     _release(session, "smoke")
@@ -151,7 +151,7 @@ def release_(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def matrix(session: nox.Session) -> None:
-    """Print a release job list as GitHub Actions JSON (-- [--stage link|shards|gather] --os windows-2022)."""
+    """Print a release job list as GitHub Actions JSON (-- [--stage link|shards|gather] [--torch-abi exact])."""
     session.run(sys.executable, "-m", "release.matrix", *session.posargs, env=ENV)  # stdlib only: no venv
 
 

@@ -7,6 +7,10 @@ autograd carries those steps itself). ``torch.compile`` (Dynamo) traces these fu
 forward and backward, into one graph: the operators have fake implementations
 (:mod:`flash_attn._ops`) and everything else here is plain tensor code.
 
+The forward's last argument is its ``rng_state``: None, or in a stable-ABI build with dropout the
+Philox state the public function reserved (:mod:`flash_attn._rng`); the backward takes the state
+the forward operator returns, so it regenerates the forward's dropout mask in either build.
+
 The LSE and probability outputs are marked non-differentiable; the backward ignores them.
 The public functions take this path only when a gradient is wanted (grad mode on and q, k or v
 requiring grad); otherwise they call the forward operator directly, which saves the

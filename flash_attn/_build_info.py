@@ -6,9 +6,14 @@ A build writes ``flash_attn/build_info_<group>.json`` next to ``flash_attn/_C_<g
     {"version": "2.9.2.post1", "group": "legacy", "archs": [80, 89, 90],
      "sass": ["sm_80", "sm_89", "sm_90"], "ptx_arch": 90,
      "cuda_version": "13.0.88", "torch_version": "2.14.1+cu130", "torch_cuda_version": "13.0",
-     "cxx11_abi": true, "kernel_set": "dev",
+     "cxx11_abi": true, "torch_abi": "exact", "torch_min": null, "kernel_set": "dev",
      "kernels": [{"kind": "fwd", "dtype": "fp16", "head_dim": 64, "causal": false}, ...],
      ...}
+
+``torch_abi`` is ``"exact"`` (the binding uses torch's C++ API: it loads only in the torch it was
+built against) or ``"stable"`` (torch's stable ABI only: it loads in every torch >= ``torch_min``,
+e.g. ``"2.11"``); a build info without these fields (written before they existed) is exact
+(:func:`torch_abi`).
 
 Everything here is pure (dicts in, values out) so it can be tested without a GPU or a build.
 """
@@ -23,7 +28,7 @@ from typing import Any, NamedTuple
 
 from . import _label
 from ._errors import LibraryLoadError
-from ._label import cuda_tag, public_version
+from ._label import TORCH_ABI_STABLE, TORCH_ABIS, cuda_tag, public_version
 
 __all__ = [
     "REQUIRED_KEYS",
@@ -41,6 +46,8 @@ __all__ = [
     "cuda_major",
     "cuda_tag",
     "local_label",
+    "torch_abi",
+    "is_stable",
 ]
 
 # Keys the runtime relies on; a build info without them is refused with a clear message.
@@ -136,6 +143,12 @@ def parse(data: Mapping[str, Any] | str, source: str = "build info") -> dict[str
     for key in ("version", "torch_version", "torch_cuda_version", "cuda_version", "kernel_set"):
         if not isinstance(info[key], str):
             problems.append(f"'{key}' must be a string")
+    if info.get("torch_abi") not in (None, *TORCH_ABIS):
+        problems.append(f"'torch_abi' must be one of {', '.join(TORCH_ABIS)} (or absent: exact)")
+    elif info.get("torch_abi") == TORCH_ABI_STABLE and not (
+        isinstance(info.get("torch_min"), str) and re.fullmatch(r"[0-9]+\.[0-9]+", info["torch_min"])
+    ):
+        problems.append("'torch_min' of a stable-ABI build must be the minimum torch as a string such as \"2.11\"")
     if problems:
         raise LibraryLoadError(f"{source} is malformed: " + "; ".join(problems))
     return info
@@ -249,6 +262,16 @@ def cuda_major(version: str | None) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+def torch_abi(info: Mapping[str, Any]) -> str:
+    """``"exact"`` or ``"stable"``: the build info's ``torch_abi``, exact when absent (older builds)."""
+    return _label.torch_abi(info)
+
+
+def is_stable(info: Mapping[str, Any]) -> bool:
+    """True for a stable-ABI build (one wheel for every torch >= ``torch_min``)."""
+    return torch_abi(info) == TORCH_ABI_STABLE
+
+
 def local_label(info: Mapping[str, Any], group: str | None = None) -> str:
     """Local version label of the wheel this build info describes, for ``group`` (default: its own).
 
@@ -261,7 +284,8 @@ def local_label(info: Mapping[str, Any], group: str | None = None) -> str:
     cuda = info.get("cuda_version") if cuda_tag(info.get("cuda_version")) else info.get("torch_cuda_version")
     abi = bool(info.get("cxx11_abi", True))
     kernel_set = str(info.get("kernel_set") or _label.RELEASE_KERNEL_SET)
+    how = {"torch_abi": _label.torch_abi(info), "torch_min": info.get("torch_min")}
     try:
-        return _label.local_label(cuda, info["torch_version"], abi, group, kernel_set)
+        return _label.local_label(cuda, info["torch_version"], abi, group, kernel_set, **how)
     except ValueError:  # no CUDA version, or a set name that is no label segment: still name torch, ABI, group
-        return _label.local_label("0.0", info["torch_version"], abi, group).replace("cu00", "cu", 1)
+        return _label.local_label("0.0", info["torch_version"], abi, group, **how).replace("cu00", "cu", 1)

@@ -1,4 +1,5 @@
-"""``python -m flash_attn``: print the build info and whether this wheel can run here.
+"""``python -m flash_attn``: print the build info, which torch ABI the wheel uses and which torch
+releases it serves, and whether this wheel can run here.
 
 Exit codes:
     0  the library is loaded, and every visible GPU can run it (or no GPU is visible, so nothing
@@ -35,6 +36,8 @@ _FIELD_ORDER = (
     "torch_version",
     "torch_cuda_version",
     "cxx11_abi",
+    "torch_abi",
+    "torch_min",
     "kernel_set",
     "kernels",
     "deltas",
@@ -64,6 +67,24 @@ def build_info_rows(info: dict[str, Any]) -> list[tuple[str, str]]:
     """(field, text) rows of a build info, known fields first."""
     keys = [k for k in _FIELD_ORDER if k in info] + [k for k in info if k not in _FIELD_ORDER]
     return [(key, _format_value(key, info[key])) for key in keys]
+
+
+def torch_range(info: dict[str, Any]) -> dict[str, Any]:
+    """Which torch ABI a build uses and which torch releases it serves, e.g. ``{"torch_abi": "stable",
+    "serves": "torch >= 2.11 with CUDA 13.x (one wheel for every torch from 2.11 on)"}``; a build info
+    without ``torch_abi`` (an older wheel) is exact."""
+    cuda = _build_info.cuda_major(info.get("torch_cuda_version") or info.get("cuda_version"))
+    cuda_text = f"CUDA {cuda}.x" if cuda is not None else "CUDA ?"
+    if _build_info.is_stable(info):
+        serves = (
+            f"torch >= {info.get('torch_min')} with {cuda_text} (torch's stable ABI: one wheel for every torch "
+            f"from {info.get('torch_min')} on)"
+        )
+        return {"torch_abi": "stable", "serves": serves}
+    built = _build_info.public_version(str(info.get("torch_version", "?")))
+    abi = str(info.get("cxx11_abi", "?")).lower()
+    serves = f"torch {built} only, with {cuda_text} and C++11 ABI {abi} (torch's C++ API: one wheel per torch)"
+    return {"torch_abi": "exact", "serves": serves}
 
 
 def _probe_gpus() -> tuple[list[tuple[int, str, tuple[int, int]]], str | None]:
@@ -99,6 +120,7 @@ def collect(
         "build_info_path": str(state.build_info_path) if state.build_info_path else None,
         "error": str(state.error) if state.error else None,
         "build_info": state.build_info,
+        "torch_range": torch_range(state.build_info) if state.build_info is not None else None,
         "torch": {
             "version": torch.__version__,
             "cuda": torch.version.cuda,
@@ -143,6 +165,8 @@ def render_plain(report: dict[str, Any]) -> str:
         lines.append(f"  library       {report['library']}")
     if report["error"]:
         lines.append(f"  error         {report['error']}")
+    if report.get("torch_range"):
+        lines.append(f"  torch ABI     {report['torch_range']['torch_abi']}: serves {report['torch_range']['serves']}")
     info = report["build_info"]
     if info is not None:
         lines.append("build info")
@@ -184,6 +208,9 @@ def _render_rich(report: dict[str, Any]) -> None:
         console.print(f"library: {escape(report['library'])}")
     if report["error"]:
         console.print(styled(report["error"], status_style))
+    if report.get("torch_range"):
+        span = report["torch_range"]
+        console.print(f"torch ABI: [bold]{escape(span['torch_abi'])}[/]: serves {escape(span['serves'])}")
     if report["build_info"] is not None:
         table = Table(title="build info", show_header=False)
         table.add_column("field", style="bold")

@@ -25,13 +25,20 @@ GPU rule (what :func:`check_device` decides), in this order:
    FlashAttention-2 needs Ampere or newer), or
    an architecture no group builds (e.g. Thor, sm_110) with no usable PTX.
 
-torch rule (what :func:`check_torch` decides): the library links against torch's C++ API, so the
-running torch must have the same release (``2.14.1``; the local label such as ``+cu130`` may
-differ), the same CUDA major as the torch it was built against, and the same C++11 ABI flag.
+torch rule (what :func:`check_torch` decides), by the build info's ``torch_abi``:
+
+- ``exact`` (also a build info without the field): the library links against torch's C++ API,
+  so the running torch must have the same release (``2.14.1``; the local label such as
+  ``+cu130`` may differ), the same CUDA major as the torch it was built against, and the same
+  C++11 ABI flag.
+- ``stable``: the library uses torch's stable ABI only (built for ``TORCH_TARGET_VERSION`` =
+  ``torch_min``), so any torch release >= ``torch_min`` loads it, with the same CUDA major as the
+  torch it was built against; no C++11 ABI flag (no libstdc++ type crosses the stable ABI).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +54,7 @@ __all__ = [
     "wheel_name",
     "check_device",
     "check_torch",
+    "release_tuple",
 ]
 
 
@@ -231,6 +239,8 @@ def check_torch(
     Returns:
         None when they match, else the error message (naming both versions and what to install).
     """
+    if bi.is_stable(build_info):
+        return _check_torch_range(build_info, torch_version, torch_cuda_version, dist_version=dist_version)
     built = str(build_info["torch_version"])
     built_cuda = str(build_info.get("torch_cuda_version") or "")
     problems = []
@@ -258,5 +268,51 @@ def check_torch(
         "uses torch's C++ API, which changes between torch releases, so it was not loaded. Install the "
         f"torch it was built for (pip install torch=={bi.public_version(built)}{index}) or the flash_attn "
         f"wheel built for your torch (local version label {running_tag}torch{bi.public_version(torch_version)}"
+        f"...{build_info.get('group')})."
+    )
+
+
+def release_tuple(version: str) -> tuple[int, ...]:
+    """The numeric release of a torch version: ``"2.14.1+cu130"`` -> (2, 14, 1), ``"2.16.0.dev20261201"``
+    -> (2, 16, 0), ``"2.11"`` -> (2, 11); the leading run of dot-separated integers."""
+    parts = []
+    for piece in bi.public_version(version).split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        if not digits:
+            break
+        parts.append(int(digits))
+        if len(digits) != len(piece):  # "0a0", "0rc1": a pre-release of this release
+            break
+    return tuple(parts)
+
+
+def _check_torch_range(
+    build_info: Mapping[str, Any], torch_version: str, torch_cuda_version: str | None, *, dist_version: str | None
+) -> str | None:
+    """:func:`check_torch` for a stable-ABI build: torch >= ``torch_min`` and the same CUDA major."""
+    torch_min = str(build_info.get("torch_min") or "")
+    built_cuda = str(build_info.get("torch_cuda_version") or build_info.get("cuda_version") or "")
+    running = bi.public_version(torch_version)
+    problems = []
+    if release_tuple(torch_version) < release_tuple(torch_min):
+        problems.append(f"torch {running} is older than {torch_min}")
+    if torch_cuda_version is None:
+        problems.append("the running torch has no CUDA support (a CPU-only or ROCm build)")
+    elif bi.cuda_major(built_cuda) is not None and bi.cuda_major(built_cuda) != bi.cuda_major(torch_cuda_version):
+        problems.append(f"CUDA {torch_cuda_version} has another major than CUDA {built_cuda}")
+    if not problems:
+        return None
+    release = dist_version or str(build_info.get("version"))
+    major = bi.cuda_major(built_cuda)
+    tag = bi.cuda_tag(built_cuda)
+    index = f" --index-url https://download.pytorch.org/whl/{tag}" if tag else ""
+    running_tag = bi.cuda_tag(torch_cuda_version) or "cu?"
+    return (
+        f"flash_attn {release} is a stable-ABI build for torch >= {torch_min} with CUDA {major if major else '?'}.x "
+        f"(built with torch {build_info.get('torch_version')}, CUDA {built_cuda or '?'}), but torch {torch_version} "
+        f"(CUDA {torch_cuda_version or 'none'}) is running: {'; '.join(problems)}. The native library uses "
+        "torch's stable ABI, which older torch releases and other CUDA majors do not provide, so it was not "
+        f"loaded. Install a torch in its range (pip install 'torch>={torch_min}'{index}) or the per-torch "
+        f"flash_attn wheel built for your torch (local version label {running_tag}torch{running}"
         f"...{build_info.get('group')})."
     )

@@ -10,12 +10,15 @@ What happens, once, when ``flash_attn`` is imported (:func:`initialize`):
    changed sources. None found: a source checkout that was never built; importing works and
    every kernel call raises :class:`LibraryNotBuiltError`.
 2. Read ``build_info_<group>.json`` beside it.
-3. Compare the running torch (release, CUDA major, C++11 ABI) with the build info
-   (:func:`flash_attn._compat.check_torch`). On a mismatch the library is NOT loaded (so no
-   undefined-symbol error can surface), a warning is issued and every kernel call raises
-   :class:`TorchMismatchError` naming both versions.
+3. Compare the running torch with the build info (:func:`flash_attn._compat.check_torch`):
+   release, CUDA major and C++11 ABI for an exact build; torch >= ``torch_min`` and CUDA major
+   for a stable-ABI build. On a mismatch the library is NOT loaded (so no undefined-symbol error
+   can surface), a warning is issued and every kernel call raises :class:`TorchMismatchError`
+   naming both versions.
 4. ``torch.ops.load_library(path)``: the library registers ``torch.ops.flash_attn.*``.
-5. :func:`flash_attn._ops.bind` checks the operators and registers their fake implementations.
+5. :func:`flash_attn._ops.bind` checks the operators and registers their fake implementations;
+   :func:`flash_attn._rng.configure` decides, once, whether the Python layer reserves the Philox
+   state of dropout (stable-ABI builds only).
 
 Before the first kernel runs on a device, :func:`require_ready` compares the device's compute
 capability with the build's SASS/PTX (:func:`flash_attn._compat.check_device`) and raises
@@ -35,7 +38,7 @@ from typing import Any
 
 import torch
 
-from . import _build_info, _compat, _ops
+from . import _build_info, _compat, _ops, _rng
 from ._errors import (
     FlashAttnError,
     LibraryLoadError,
@@ -222,6 +225,7 @@ def initialize(*, force: bool = False, warn: bool = True) -> LibraryState:
     if state.binding is not None:  # re-initializing: drop the earlier fake registrations
         state.binding.close()
     state.__init__()  # reset in place: other modules hold a reference to STATE
+    _rng.configure(None)
     _DEVICE_VERDICTS.clear()
     state.dist_version = package_version()
     dirs = _package_dirs()
@@ -289,11 +293,16 @@ def initialize(*, force: bool = False, warn: bool = True) -> LibraryState:
                 ),
                 warn=warn,
             )
+        needs = (
+            f"a torch >= {info.get('torch_min')} (stable ABI)"
+            if _build_info.is_stable(info)
+            else f"torch {info['torch_version']}"
+        )
         return _fail(
             state,
             LibraryLoadError(
-                f"loading {state.library} failed: {reason}. The build info says it needs torch "
-                f"{info['torch_version']} with CUDA {info['torch_cuda_version']}; a missing CUDA runtime "
+                f"loading {state.library} failed: {reason}. The build info says it needs {needs} "
+                f"with CUDA {info['torch_cuda_version']}; a missing CUDA runtime "
                 "library or a torch other than that one are the usual causes. Reinstall the matching wheel "
                 "or rebuild (`nox -s dev` or `pip install .`)"
             ),
@@ -304,6 +313,7 @@ def initialize(*, force: bool = False, warn: bool = True) -> LibraryState:
     except LibraryLoadError as exc:
         return _fail(state, exc, warn=warn)
     _compare_compiled_build_info(state)
+    _rng.configure(state.build_info)
     state.status = "ready"
     state.error = None
     return state
@@ -325,7 +335,7 @@ def _compare_compiled_build_info(state: LibraryState) -> None:
     assert state.build_info is not None
     differing = [
         key
-        for key in ("group", "sass", "ptx_arch", "torch_version", "kernel_set", "kernels")
+        for key in ("group", "sass", "ptx_arch", "torch_version", "torch_abi", "torch_min", "kernel_set", "kernels")
         if compiled.get(key) != state.build_info.get(key)
     ]
     if differing:

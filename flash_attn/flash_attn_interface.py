@@ -50,7 +50,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import _checks
+from . import _checks, _rng
 from ._autograd import FlashAttnFunc, FlashAttnVarlenFunc
 
 __all__ = [
@@ -255,7 +255,9 @@ def flash_attn_func(
     """
     ops, q, k, v, head_dim, padded, softmax_scale, left, right = _prepare(q, k, v, softmax_scale, window_size)
     return_softmax = bool(return_attn_probs) and dropout_p > 0
-    args = (q, k, v, alibi_slopes, dropout_p, softmax_scale, bool(causal), left, right, softcap, return_softmax, None)
+    # Stable-ABI build with dropout: the Philox state is reserved here (flash_attn/_rng.py); else None.
+    rng = _rng.forward_rng_state(q, q.shape[0], q.shape[-2]) if _rng.RESERVE and dropout_p > 0 else None
+    args = (q, k, v, alibi_slopes, dropout_p, softmax_scale, bool(causal), left, right, softcap, return_softmax, rng)
     # Autograd records the call only with grad mode on and q, k or v requiring grad.
     if (q.requires_grad or k.requires_grad or v.requires_grad) and torch.is_grad_enabled():
         out, softmax_lse, s_dmask = FlashAttnFunc.apply(bool(deterministic), *_distinct(q, k, v), *args[3:])
@@ -480,9 +482,12 @@ def flash_attn_varlen_func(
     """
     ops, q, k, v, head_dim, padded, softmax_scale, left, right = _prepare(q, k, v, softmax_scale, window_size)
     return_softmax = bool(return_attn_probs) and dropout_p > 0
+    rng = None
+    if _rng.RESERVE and dropout_p > 0:  # stable-ABI build: B = len(cu_seqlens_q) - 1, H = q.shape[1]
+        rng = _rng.forward_rng_state(q, _rng.varlen_batch(cu_seqlens_q), q.shape[-2])
     args = (
         *(q, k, v, cu_seqlens_q, cu_seqlens_k, None, None, block_table, alibi_slopes, max_seqlen_q, max_seqlen_k),
-        *(dropout_p, softmax_scale, False, bool(causal), left, right, softcap, return_softmax, None),
+        *(dropout_p, softmax_scale, False, bool(causal), left, right, softcap, return_softmax, rng),
     )
     if (q.requires_grad or k.requires_grad or v.requires_grad) and torch.is_grad_enabled():
         distinct = _distinct(q, k, v, cu_seqlens_q, cu_seqlens_k)

@@ -41,8 +41,11 @@ def make_wheel(
     libs: list[str] | None = None,
     info: dict | None = None,
     init: bool = True,
+    metadata_tail: str = "",
 ) -> Path:
-    """A small wheel shaped like the real one: flash_attn/{__init__.py,_C_<group>.so,build_info_<group>.json}."""
+    """A small wheel shaped like the real one: flash_attn/{__init__.py,_C_<group>.so,build_info_<group>.json}.
+
+    ``metadata_tail`` is appended to METADATA's headers (e.g. ``"Requires-Dist: torch\\n\\n# body\\n"``)."""
     from wheel.wheelfile import WheelFile
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -56,7 +59,7 @@ def make_wheel(
         wf.writestr(f"flash_attn/build_info_{group}.json", json.dumps(info or build_info(group)))
         wf.writestr(
             f"{dist_info}/METADATA",
-            f"Metadata-Version: 2.1\nName: flash_attn\nVersion: {version}\nRequires-Python: >=3.10\n",
+            f"Metadata-Version: 2.1\nName: flash_attn\nVersion: {version}\nRequires-Python: >=3.10\n{metadata_tail}",
         )
         wf.writestr(
             f"{dist_info}/WHEEL",

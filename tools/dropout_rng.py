@@ -39,7 +39,15 @@ DROP_TOLERANCE = 0.01  # |dropped fraction - p|; B*H*S*S = 524288 Bernoulli draw
 
 
 def fwd(q, k, v, p: float, rng_state: torch.Tensor | None):
-    """torch.ops.flash_attn.fwd with return_softmax; returns (out, lse, P, rng_state)."""
+    """torch.ops.flash_attn.fwd with return_softmax; returns (out, lse, P, rng_state).
+
+    A stable-ABI build's C++ cannot reach the CUDA generator: there rng_state None is reserved in
+    Python first, as the public functions do (flash_attn/_rng.py), so the "state" checks hold the
+    reservation to what the exact build's C++ draws."""
+    from flash_attn import _rng
+
+    if rng_state is None and p > 0 and _rng.RESERVE:
+        rng_state = _rng.forward_rng_state(q, q.shape[0], q.shape[2])
     return torch.ops.flash_attn.fwd(q, k, v, None, p, D**-0.5, False, -1, -1, 0.0, True, rng_state)
 
 

@@ -2,7 +2,9 @@
 
 The key holds the arch group (with its archs for ``custom``), the kernel set (a short hash of
 the resolved unit names for an explicit list), the torch version, the CUDA version and the host
-compiler, e.g. ``legacy-dev-torch2.14.1-cu130-gcc12``. Building another torch or toolkit
+compiler, e.g. ``legacy-dev-torch2.14.1-cu130-gcc12``; a stable-ABI binding (``--torch-abi stable``)
+adds ``stable<torch_min>`` after the torch (``legacy-dev-torch2.14.1-stable2.11-cu130-gcc12``), since
+its objects differ from the exact binding's of the same torch. Building another torch or toolkit
 therefore gets a fresh directory and never links stale objects, while building the same key
 again reuses the directory and Ninja recompiles nothing that did not change. Everything else
 (fatbin compression, deltas, jobs, upstream source) is a CMake cache value of the same
@@ -62,20 +64,28 @@ def build_key(
     compiler_id: str,
     compiler_version: str,
     archs: list[int] | None = None,
+    torch_min: str | None = None,
 ) -> str:
-    """e.g. legacy-dev-torch2.14.1-cu130-gcc12."""
-    return "-".join(
-        (
-            group_token(group, archs),
-            kernel_set_token(kernel_set),
-            "torch" + torch_public_version(torch_version),
-            "cu" + cuda_digits(cuda_version),
-            compiler_token(compiler_id, compiler_version),
-        )
+    """e.g. legacy-dev-torch2.14.1-cu130-gcc12; with ``torch_min`` (a stable-ABI binding)
+    legacy-dev-torch2.14.1-stable2.11-cu130-gcc12."""
+    parts = [group_token(group, archs), kernel_set_token(kernel_set), "torch" + torch_public_version(torch_version)]
+    if torch_min:
+        parts.append("stable" + torch_min)
+    parts += ["cu" + cuda_digits(cuda_version), compiler_token(compiler_id, compiler_version)]
+    return "-".join(parts)
+
+
+def build_dir(
+    build_root: Path,
+    group: str,
+    kernel_set: str,
+    tc: Toolchain,
+    archs: list[int] | None = None,
+    torch_min: str | None = None,
+) -> Path:
+    """The keyed build directory for a group and kernel set built with toolchain `tc` (``torch_min``: a
+    stable-ABI binding for torch >= it, None for the exact one)."""
+    key = build_key(
+        group, kernel_set, tc.torch_version, tc.cuda_version, tc.compiler_id, tc.compiler_version, archs, torch_min
     )
-
-
-def build_dir(build_root: Path, group: str, kernel_set: str, tc: Toolchain, archs: list[int] | None = None) -> Path:
-    """The keyed build directory for a group and kernel set built with toolchain `tc`."""
-    key = build_key(group, kernel_set, tc.torch_version, tc.cuda_version, tc.compiler_id, tc.compiler_version, archs)
     return build_root / key

@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None, probe=toolchain.probe) -> int:
         tc = probe()
         toolchain.check(tc, want_torch=opts.torch_version)
         opts.validate_toolchain(tc.cuda_version)
-        bdir = build_key.build_dir(opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs)
+        bdir = build_key.build_dir(
+            opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
+        )
         builder.run_streamed(
             install_command(tc.python, bdir, opts.cmake_defines()), bdir, opts.verbose, what="the editable install"
         )

@@ -5,28 +5,34 @@ the release workflow. ``nox -s matrix`` prints one as the JSON a GitHub Actions
 ``strategy.matrix`` reads (``{"include": [...]}``); ``.github/workflows/release.yml`` feeds each
 to its jobs with ``fromJSON``. ``--stage`` picks the list:
 
-- ``link`` (the default): one entry per wheel, (OS, group, CUDA, torch): the link-and-package job
-  that builds the binding against the gathered kernels of its (OS, CUDA, group), tags, smoke-tests
-  and checksums the wheel. Its ``wheel`` fields are what SHA256SUMS must cover (release.gates).
+- ``link`` (the default): one entry per wheel: the link-and-package job that builds the binding
+  against the gathered kernels of its (OS, CUDA, group), tags, smoke-tests and checksums the wheel.
+  Its ``wheel`` fields are what SHA256SUMS must cover (release.gates). With ``--torch-abi stable``
+  (the default) each (OS, group, CUDA) gets ONE stable-ABI wheel for every torch of the table >=
+  ``stable_abi.torch_min`` (built against the oldest of them that has that CUDA build; the entry's
+  ``torches`` lists the torches it serves), and a per-torch wheel for each torch below the minimum
+  (none today); ``--torch-abi exact`` gives one per-torch wheel per (OS, group, CUDA, torch).
 - ``shards``: one entry per (OS, CUDA, group) and shard ``K/N``: the torch-free job that compiles
   that slice of the kernel set (``nox -s kernels_<group> -- --shard K/N``); N is the shard count
   of release.plan (every shard job predicted within the job limit on a hosted runner).
 - ``gather``: one entry per (OS, CUDA, group): the job that checks its N shard archives and writes
   the kernels archive the link jobs download (``nox -s kernels_gather``).
 
-``python -m release.matrix [--stage link|shards|gather] [--os OS] [--group G] [--cuda X.Y]
-[--torch V] [--kernel-set S] [--runner OS=LABEL] [--output FILE] [--format json|table]``
+``python -m release.matrix [--stage link|shards|gather] [--torch-abi stable|exact] [--os OS] [--group G]
+[--cuda X.Y] [--torch V] [--kernel-set S] [--runner OS=LABEL] [--output FILE] [--format json|table]``
 
 Filters take one value, a comma-separated list, or may be repeated; an empty value means "all"
 (so a workflow can pass its optional inputs through unchanged). ``--torch 2.14`` matches every
-2.14.x in the table. An unknown value is an error that lists the valid ones; filters that leave
-no combination are an error that says which combinations exist.
+2.14.x in the table (and the stable-ABI wheel that serves it). An unknown value is an error that
+lists the valid ones; filters that leave no combination are an error that says which combinations
+exist.
 
 The table itself (runner images, CUDA toolkits, torch releases and the CUDA builds of each, with
 the facts behind it) is ``release_matrix`` in build-manifest.json; the released arch groups are
 its ``arch_groups`` marked ``released``, the kernel sets its ``kernels.sets``.
 
-The local version label is ``cu<XY>torch<torch>cxx11abi<true|false>.<group>`` (plus
+The local version label is ``cu<XY>torch<torch>cxx11abi<true|false>.<group>`` for a per-torch
+wheel and ``cu<XY>torchstable<torch_min>.<group>`` for a stable-ABI one (plus
 ``.<kernel set>`` for any set but ``release``), spelled by
 flash_attn/_label.py, the definition :func:`release.tagging.local_label` uses on a wheel's build
 info too. ``cxx11abi`` is what torch reports as ``torch._C._GLIBCXX_USE_CXX11_ABI``: true for the
@@ -82,6 +88,9 @@ CUDA: dict[str, str] = dict(_MATRIX["cuda"])
 TORCH: dict[str, tuple[str, ...]] = {torch: tuple(cudas) for torch, cudas in _MATRIX["torch"].items()}
 KERNEL_SETS = tuple(_MANIFEST["kernels"]["sets"])
 STAGES = ("link", "shards", "gather")  # the release workflow's job lists, in the order they run
+# The minimum torch of a stable-ABI wheel (stable_abi.torch_min of the manifest; CMake reads the same entry).
+TORCH_MIN = _MANIFEST["stable_abi"]["torch_min"]
+TORCH_ABIS = ("stable", "exact")  # the release's choice first: stable where it applies, per-torch below it
 
 
 class MatrixError(ReleaseError, ValueError):
@@ -93,9 +102,68 @@ def cu_tag(cuda: str) -> str:
     return _paths.label().cuda_tag(cuda)
 
 
-def local_label(cuda: str, torch: str, cxx11_abi: bool, group: str, kernel_set: str = "release") -> str:
-    """The local version label a wheel of this combination gets (flash_attn/_label.py spells it)."""
-    return _paths.label().local_label(cuda, torch, cxx11_abi, group, kernel_set)
+def local_label(
+    cuda: str, torch: str, cxx11_abi: bool, group: str, kernel_set: str = "release", torch_abi: str = "exact"
+) -> str:
+    """The local version label a wheel of this combination gets (flash_attn/_label.py spells it); a
+    stable-ABI label names TORCH_MIN instead of `torch` and the C++11 ABI flag."""
+    torch_min = TORCH_MIN if torch_abi == "stable" else None
+    return _paths.label().local_label(
+        cuda, torch, cxx11_abi, group, kernel_set, torch_abi=torch_abi, torch_min=torch_min
+    )
+
+
+def release_tuple(version: str) -> tuple[int, ...]:
+    """ "2.14.1" -> (2, 14, 1), "2.11" -> (2, 11): the numeric release of a table version."""
+    return tuple(int(x) for x in version.split("."))
+
+
+def stable_serves(torch: str, torch_min: str = TORCH_MIN) -> bool:
+    """True when a stable-ABI wheel for torch >= `torch_min` serves torch release `torch` (2.11.0 >= 2.11)."""
+    return release_tuple(torch) >= release_tuple(torch_min)
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """One wheel of the release: built against `torch` with binding `torch_abi`; serves `torches`."""
+
+    os: str
+    group: str
+    cuda: str
+    torch: str  # the torch the link job installs and builds against
+    torch_abi: str  # "exact" or "stable"
+    torches: tuple[str, ...]  # the torch releases of the table it serves ((torch,) for an exact wheel)
+
+
+def release_wheels(
+    torch_abi: str = "stable", table: dict[str, tuple[str, ...]] | None = None, torch_min: str = TORCH_MIN
+) -> list[Wheel]:
+    """Every wheel of the release for `table` (torch -> its CUDA builds; default the manifest's TORCH).
+
+    ``exact``: one per (OS, group, CUDA, torch). ``stable``: per (OS, group, CUDA) one stable-ABI wheel
+    serving every torch >= `torch_min` with that CUDA build, built against the oldest of them, plus one
+    exact wheel per torch below `torch_min` (their per-torch wheels stay).
+    """
+    table = TORCH if table is None else table
+    out = []
+    for os_name in OSES:
+        for group in GROUPS:
+            if torch_abi == "exact":
+                out += [
+                    Wheel(os_name, group, cuda, torch, "exact", (torch,))
+                    for torch, cudas in table.items()
+                    for cuda in cudas
+                ]
+                continue
+            for cuda in CUDA:
+                served = sorted((t for t, cudas in table.items() if cuda in cudas), key=release_tuple)
+                out += [
+                    Wheel(os_name, group, cuda, t, "exact", (t,)) for t in served if not stable_serves(t, torch_min)
+                ]
+                stable = tuple(t for t in served if stable_serves(t, torch_min))
+                if stable:
+                    out.append(Wheel(os_name, group, cuda, stable[0], "stable", stable))
+    return out
 
 
 def wheel_name(version: str, label: str, platform_tag: str) -> str:
@@ -128,15 +196,26 @@ def entry(
     kernel_set: str = "release",
     version: str | None = None,
     runner: str | None = None,
+    torch_abi: str = "exact",
+    torches: Iterable[str] | None = None,
 ) -> dict:
-    """One matrix entry: what a build job needs, and the wheel it must produce."""
+    """One matrix entry: what a build job needs, and the wheel it must produce.
+
+    `torch` is the torch the job builds against; a stable-ABI entry (`torch_abi` "stable") serves
+    `torches` (default: `torch` alone), all >= TORCH_MIN, and passes ``--torch-abi stable``.
+    """
     info = OSES[os_name]
     version = version or _paths.package_version()
-    label = local_label(cuda, torch, info.cxx11_abi, group, kernel_set)
+    label = local_label(cuda, torch, info.cxx11_abi, group, kernel_set, torch_abi)
     session = f"wheel_{group}"
-    args = ["--torch-version", torch, "--kernel-set", kernel_set]
+    if torch_abi == "stable":
+        name = f"{group}-{cu_tag(cuda)}-torchstable{TORCH_MIN}-{info.short}"
+        args = ["--torch-version", torch, "--torch-abi", "stable", "--kernel-set", kernel_set]
+    else:
+        name = f"{group}-{cu_tag(cuda)}-torch{torch}-{info.short}"
+        args = ["--torch-version", torch, "--kernel-set", kernel_set]
     return {
-        "name": f"{group}-{cu_tag(cuda)}-torch{torch}-{info.short}",
+        "name": name,
         "os": os_name,
         "runner": runner or os_name,
         "group": group,
@@ -146,6 +225,11 @@ def entry(
         "cuda_full": CUDA[cuda],
         "cu": cu_tag(cuda),
         "torch": torch,
+        "torch_abi": torch_abi,
+        "torches": list(torches) if torches is not None else [torch],
+        # the newest torch it serves: the link job smoke-tests a stable-ABI wheel under it too
+        "torch_newest": max(torches, key=release_tuple) if torches else torch,
+        "torch_min": TORCH_MIN if torch_abi == "stable" else None,
         "torch_index": TORCH_INDEX.format(cu=cu_tag(cuda)),
         "python": PYTHON,
         "kernel_set": kernel_set,
@@ -259,14 +343,19 @@ def build_matrix(
     runners: Iterable[str] | None = None,
     version: str | None = None,
     stage: str = "link",
+    torch_abi: str = "stable",
 ) -> dict:
-    """{"include": [entry, ...]} of the combinations the filters select (all when none is given).
+    """{"include": [entry, ...]} of the wheels the filters select (all when none is given).
 
     `stage` is one of STAGES: the link entries (one per wheel), or the shard or gather jobs of the
-    (OS, CUDA, group) those link entries need.
+    (OS, CUDA, group) those link entries need. `torch_abi` (TORCH_ABIS) picks the wheels
+    (:func:`release_wheels`): stable-ABI wheels where they apply (default), or per-torch wheels only.
+    A torch filter selects the wheels that serve a matching torch.
     """
     if stage not in STAGES:
         raise MatrixError(f"unknown --stage {stage!r}. Valid values: {', '.join(STAGES)}.")
+    if torch_abi not in TORCH_ABIS:
+        raise MatrixError(f"unknown --torch-abi {torch_abi!r}. Valid values: {', '.join(TORCH_ABIS)}.")
     oses, groups, cudas, torches = _values(oses), _values(groups), _values(cudas), _values(torches)
     _check("--os", oses, OSES)
     _check("--group", groups, GROUPS)
@@ -277,12 +366,12 @@ def build_matrix(
     runner_of = _parse_runners(runners)
     version = version or _paths.package_version()
     selected = [
-        (o, g, c, t)
-        for o, g, c, t in combinations()
-        if (not oses or o in oses)
-        and (not groups or g in groups)
-        and (not cudas or c in cudas)
-        and (not torches or any(_torch_matches(x, t) for x in torches))
+        w
+        for w in release_wheels(torch_abi)
+        if (not oses or w.os in oses)
+        and (not groups or w.group in groups)
+        and (not cudas or w.cuda in cudas)
+        and (not torches or any(_torch_matches(x, t) for x in torches for t in w.torches))
     ]
     if not selected:
         pairs = "; ".join(f"torch {t}: CUDA {', '.join(c)}" for t, c in TORCH.items())
@@ -291,7 +380,18 @@ def build_matrix(
             f"{','.join(torches) or '(any)'}. Supported torch x CUDA: {pairs}."
         )
     links = [
-        entry(o, g, c, t, kernel_set=kernel_set, version=version, runner=runner_of.get(o)) for o, g, c, t in selected
+        entry(
+            w.os,
+            w.group,
+            w.cuda,
+            w.torch,
+            kernel_set=kernel_set,
+            version=version,
+            runner=runner_of.get(w.os),
+            torch_abi=w.torch_abi,
+            torches=w.torches,
+        )
+        for w in selected
     ]
     if stage == "shards":
         return {"include": shard_entries(links)}
@@ -311,6 +411,12 @@ def format_table(matrix: dict) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m release.matrix", description=__doc__.split("\n")[0])
     p.add_argument("--stage", default="link", help=f"job list: {', '.join(STAGES)} (default link: one per wheel)")
+    p.add_argument(
+        "--torch-abi",
+        default="stable",
+        help=f"stable (default: one stable-ABI wheel per (OS, CUDA, group) for torch >= {TORCH_MIN}, per-torch "
+        "wheels below it) or exact (a per-torch wheel for every torch)",
+    )
     p.add_argument("--os", action="append", help=f"runner image(s): {', '.join(OSES)}")
     p.add_argument("--group", action="append", help=f"arch group(s): {', '.join(GROUPS)}")
     p.add_argument("--cuda", action="append", help=f"CUDA toolkit(s): {', '.join(CUDA)}")
@@ -330,7 +436,14 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         # MatrixError, and release.plan's PlanError (a job over the limit), are ReleaseErrors: exit 2
         matrix = build_matrix(
-            args.os, args.group, args.cuda, args.torch, args.kernel_set or "release", args.runner, stage=args.stage
+            args.os,
+            args.group,
+            args.cuda,
+            args.torch,
+            args.kernel_set or "release",
+            args.runner,
+            stage=args.stage,
+            torch_abi=args.torch_abi or "stable",
         )
         text = format_table(matrix) if args.format == "table" else json.dumps(matrix, separators=(",", ":")) + "\n"
         if args.output:

@@ -32,6 +32,10 @@ GROUPS = tuple(manifest.arch_groups(_MANIFEST))
 FATBIN_MODES = tuple(_OPTIONS["FLASH_ATTN_FATBIN_COMPRESSION"]["choices"])
 MIN_SM = int(_MANIFEST["archs"]["min_sm"])
 DEFAULT_KERNEL_SET = _OPTIONS["FLASH_ATTN_KERNEL_SET"]["default"]
+# exact: the binding on torch's C++ API (one wheel per torch); stable: on torch's stable ABI only, one wheel
+# for every torch >= stable_abi.torch_min of the manifest (which the CMake side compiles as TORCH_TARGET_VERSION).
+TORCH_ABIS = tuple(_OPTIONS["FLASH_ATTN_TORCH_ABI"]["choices"])
+TORCH_MIN = _MANIFEST["stable_abi"]["torch_min"]
 _SDIST = f"flash_attn-{_MANIFEST['upstream']['version']}.tar.gz"
 
 # (CLI dest, CMake/env name, help) of the pass-through options; None means "not given".
@@ -39,6 +43,12 @@ _SDIST = f"flash_attn-{_MANIFEST['upstream']['version']}.tar.gz"
 PASS_THROUGH = tuple(
     (dest, name, text.format(default=_OPTIONS[name]["default"]))
     for dest, name, text in (
+        (
+            "torch_abi",
+            "FLASH_ATTN_TORCH_ABI",
+            "exact (torch's C++ API, one wheel per torch) or stable (torch's stable ABI, one wheel for every "
+            f"torch >= {_MANIFEST['stable_abi']['torch_min']}) (default {{default}})",
+        ),
         ("fatbin_compression", "FLASH_ATTN_FATBIN_COMPRESSION", "nvcc --compress-mode (default {default})"),
         ("source_dir", "FLASH_ATTN_SOURCE_DIR", "local upstream/fork tree instead of the pinned sdist"),
         ("sdist", "FLASH_ATTN_SDIST", f"already-downloaded {_SDIST} (hash-checked)"),
@@ -55,6 +65,7 @@ PASS_THROUGH = tuple(
 DEFAULTS = {
     name: _OPTIONS[name]["default"]
     for name in (
+        "FLASH_ATTN_TORCH_ABI",
         "FLASH_ATTN_FATBIN_COMPRESSION",
         "FLASH_ATTN_SOURCE_DIR",
         "FLASH_ATTN_SDIST",
@@ -151,6 +162,12 @@ class BuildOptions:
             )
         if self.jobs is not None and self.jobs < 1:
             raise ReleaseError(f"--jobs {self.jobs}: give a positive number of parallel nvcc jobs, or leave it out")
+        abi = self.passthrough.get("FLASH_ATTN_TORCH_ABI")
+        if abi is not None and abi not in TORCH_ABIS:
+            raise ReleaseError(
+                f"--torch-abi {abi} (FLASH_ATTN_TORCH_ABI) is not one of {', '.join(TORCH_ABIS)}: exact builds the "
+                f"per-torch wheel, stable the one wheel for every torch >= {TORCH_MIN}"
+            )
         mode = self.passthrough.get("FLASH_ATTN_FATBIN_COMPRESSION")
         if mode is not None and mode not in FATBIN_MODES:
             raise ReleaseError(f"fatbin compression '{mode}' is not one of {', '.join(FATBIN_MODES)}")
@@ -181,6 +198,32 @@ class BuildOptions:
                 f"(--fatbin-compression {self.fatbin_compression()} is unused)",
                 flush=True,
             )
+
+    def torch_abi(self) -> str:
+        """``exact`` or ``stable`` (FLASH_ATTN_TORCH_ABI, default the manifest's)."""
+        return self.passthrough.get("FLASH_ATTN_TORCH_ABI", DEFAULTS["FLASH_ATTN_TORCH_ABI"])
+
+    def validate_torch(self, torch_version: str) -> None:
+        """A stable-ABI build needs a torch >= the minimum it serves (its headers declare that stable ABI);
+        ReleaseError naming the torch to use otherwise. Exact builds take any torch."""
+        from packaging.version import InvalidVersion, Version
+
+        if self.stable_torch_min() is None:
+            return
+        try:
+            older = Version(torch_version).release < Version(TORCH_MIN).release
+        except InvalidVersion:
+            older = True
+        if older:
+            raise ReleaseError(
+                f"--torch-abi stable builds the wheel for every torch >= {TORCH_MIN}, which needs a torch >= "
+                f"{TORCH_MIN} to build against; found torch {torch_version}. Pass --torch-version {TORCH_MIN}.0 "
+                "(or newer), or build the per-torch wheel of this torch with --torch-abi exact."
+            )
+
+    def stable_torch_min(self) -> str | None:
+        """The minimum torch of a stable-ABI build (the manifest's ``stable_abi.torch_min``), None for exact."""
+        return TORCH_MIN if self.torch_abi() == "stable" else None
 
     def fatbin_compression(self) -> str:
         return self.passthrough.get("FLASH_ATTN_FATBIN_COMPRESSION", DEFAULTS["FLASH_ATTN_FATBIN_COMPRESSION"])
@@ -216,6 +259,9 @@ class BuildOptions:
         source = Path(tree).resolve().as_posix() if tree else "sdist-file" if d["FLASH_ATTN_SDIST"] else "sdist"
         expected: dict[str, object] = {
             "group": self.group,
+            "torch_abi": d["FLASH_ATTN_TORCH_ABI"],
+            # the minimum torch a stable build serves is the manifest's (CMake reads the same entry)
+            "torch_min": TORCH_MIN if d["FLASH_ATTN_TORCH_ABI"] == "stable" else None,
             "deltas.applied": d["FLASH_ATTN_APPLY_DELTAS"] == "ON",
             "deltas.broken_no_max_reset": False,
             "fatbin_compression": mode,
@@ -232,6 +278,8 @@ class BuildOptions:
 # Which option sets each checked build info key (named in the refusal).
 _INFO_OPTION = {
     "group": "FLASH_ATTN_ARCH_GROUP",
+    "torch_abi": "FLASH_ATTN_TORCH_ABI (--torch-abi)",
+    "torch_min": "stable_abi.torch_min of build-manifest.json (FLASH_ATTN_TORCH_ABI=stable)",
     "archs": "FLASH_ATTN_CUDA_ARCHS (--cuda-archs)",
     "deltas.applied": "FLASH_ATTN_APPLY_DELTAS (--apply-deltas)",
     "deltas.rescale_threshold": "FLASH_ATTN_RESCALE_THRESHOLD (--rescale-threshold)",
@@ -240,6 +288,10 @@ _INFO_OPTION = {
     "fatbin_compression": "FLASH_ATTN_FATBIN_COMPRESSION (--fatbin-compression)",
     "upstream.source": "FLASH_ATTN_SOURCE_DIR / FLASH_ATTN_SDIST (--source-dir / --sdist)",
 }
+
+
+# What a build info without the key means (written before the key existed): a binding on torch's C++ API.
+_ABSENT_MEANS: dict[str, object] = {"torch_abi": "exact"}
 
 
 def _cuda_tuple(version: str) -> tuple[int, int]:
@@ -259,6 +311,8 @@ def check_build_info(info: dict, expected: dict[str, object], kernel_set: str, b
         got: object = info
         for part in key.split("."):
             got = got.get(part) if isinstance(got, dict) else None
+        if got is None:
+            got = _ABSENT_MEANS.get(key)
         if isinstance(want, float):
             ok = isinstance(got, (int, float)) and float(got) == want
         else:

@@ -4,13 +4,16 @@
 (``nox -s release_plan``) prints, for the release matrix (src/release/matrix.py) and the unit
 cost model (``kernel_set.Unit.seconds``, measured on the H200 reference host), each job of the
 release workflow with its predicted minutes on the runner: the shard jobs of every (OS, CUDA,
-arch group), its gather job, and one link-and-package job per torch; the number of shards N of
+arch group), its gather job, and its link-and-package jobs (one per wheel of release.matrix: with
+the stable-ABI binding one per (OS, CUDA, group) for every torch >= ``stable_abi.torch_min``,
+``--torch-abi exact`` one per torch); the number of shards N of
 each (OS, CUDA, group), the smallest N for which every shard job is predicted to finish within
 ``release_plan.job_limit_minutes`` (90); and the kernel CPU-hours of a release, the old design
-(every matrix entry compiles all units itself) beside the new one (each (OS, CUDA, group) once).
+(every per-torch wheel compiles all units itself) beside the new one (each (OS, CUDA, group) once).
 ``--json`` prints one object (``max_job_minutes``, ``cpu_hours_before``, ``cpu_hours_after``,
-``shards``, ``jobs``, ``calibration`` ...). ``--jobs-here`` prints ``FLASH_ATTN_JOBS=<n>`` for the
-machine it runs on by the rule the plan assumes (the release workflow's build jobs use it).
+``link_jobs``, ``link_jobs_per_torch``, ``shards``, ``jobs``, ``calibration`` ...). ``--jobs-here``
+prints ``FLASH_ATTN_JOBS=<n>`` for the machine it runs on by the rule the plan assumes (the release
+workflow's build jobs use it).
 
 The model (numbers and their sources: ``release_plan`` in build-manifest.json):
 
@@ -190,13 +193,24 @@ def kernel_builds(entries: list[dict]) -> list[tuple[str, str, str]]:
     return list(dict.fromkeys((e["os"], e["cuda"], e["group"]) for e in entries))
 
 
-def plan(kernel_set: str = "release", runner: Runner | None = None, entries: list[dict] | None = None) -> dict:
+def plan(
+    kernel_set: str = "release",
+    runner: Runner | None = None,
+    entries: list[dict] | None = None,
+    torch_abi: str = "stable",
+) -> dict:
     """The release plan as one JSON-serialisable object (see the module docstring); PlanError when the
-    limit cannot be met. `entries` are the link entries (default: the whole release matrix)."""
+    limit cannot be met. `entries` are the link entries (default: the whole release matrix of `torch_abi`).
+
+    The "before" figures are the per-torch design without shared kernels: one full build per torch a
+    wheel serves (an entry's ``torches``), so a stable-ABI wheel for five torches counts five.
+    """
     runner = runner or default_runner()
     ks = _paths.kernel_set()
     units = _units(kernel_set)
-    entries = entries if entries is not None else matrix.build_matrix(kernel_set=kernel_set)["include"]
+    if entries is None:
+        entries = matrix.build_matrix(kernel_set=kernel_set, torch_abi=torch_abi)["include"]
+    per_torch = [e for e in entries for _ in e.get("torches") or [e["torch"]]]
     jobs: list[dict] = []
     shards: dict[str, int] = {}
     cpu_after = 0.0
@@ -234,8 +248,8 @@ def plan(kernel_set: str = "release", runner: Runner | None = None, entries: lis
                 "minutes": round(link_job_minutes(e["os"], runner), 1),
             }
         )
-    cpu_before = sum(sum(unit_cpu_seconds(u, sass_targets(e["group"]), runner) for u in units) for e in entries)
-    before_jobs = [full_build_job_minutes(e["os"], e["group"], units, runner) for e in entries]
+    cpu_before = sum(sum(unit_cpu_seconds(u, sass_targets(e["group"]), runner) for u in units) for e in per_torch)
+    before_jobs = [full_build_job_minutes(e["os"], e["group"], units, runner) for e in per_torch]
     return {
         "kernel_set": kernel_set,
         "units": len(units),
@@ -245,7 +259,9 @@ def plan(kernel_set: str = "release", runner: Runner | None = None, entries: lis
         "cpu_hours_before": round(cpu_before / 3600, 1),
         "cpu_hours_after": round(cpu_after / 3600, 1),
         "cpu_reduction": round(cpu_before / cpu_after, 2) if cpu_after else None,
-        "builds_before": len(entries),
+        "builds_before": len(per_torch),
+        "link_jobs": len(entries),
+        "link_jobs_per_torch": len(per_torch),
         "kernel_builds_after": len(shards),
         "job_minutes_before": round(max(before_jobs), 1),
         "runner_hours_before": round(sum(before_jobs) / 60, 1),
@@ -321,6 +337,8 @@ def format_text(p: dict) -> str:
     lines += [
         "",
         f"jobs: {len(p['jobs'])}; longest predicted {p['max_job_minutes']:.1f} min (limit {p['limit_minutes']:g})",
+        f"link jobs: {p['link_jobs']} (one per wheel; a per-torch wheel for every torch would need "
+        f"{p['link_jobs_per_torch']})",
         f"kernel CPU-hours of a release: before {p['cpu_hours_before']:.1f} ({p['builds_before']} full builds), "
         f"after {p['cpu_hours_after']:.1f} ({p['kernel_builds_after']} kernel builds): {p['cpu_reduction']}x less",
         f"runner-hours: before {p['runner_hours_before']:.1f} (each job {p['job_minutes_before']:.0f} min), "
@@ -344,6 +362,11 @@ def parser() -> argparse.ArgumentParser:
         "--runner-memory-gib", type=float, help=f"memory of a runner (default {_PLAN['runner']['memory_gib']})"
     )
     p.add_argument("--kernel-set", default="release", help="kernel set of every job (default release)")
+    p.add_argument(
+        "--torch-abi",
+        default="stable",
+        help="the wheels of release.matrix: stable (default, one per (OS, CUDA, group)) or exact (one per torch)",
+    )
     p.add_argument("--jobs-here", action="store_true", help="print FLASH_ATTN_JOBS=<n> for this machine and exit")
     return p
 
@@ -355,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     def body() -> int:  # PlanError and MatrixError are ReleaseErrors: exit 2 with the message
-        result = plan(args.kernel_set, default_runner(args.runner_cores, args.runner_memory_gib))
+        runner = default_runner(args.runner_cores, args.runner_memory_gib)
+        result = plan(args.kernel_set, runner, torch_abi=args.torch_abi)
         sys.stdout.write(json.dumps(result, indent=1) + "\n" if args.json else format_text(result))
         return 0
 

@@ -12,7 +12,12 @@
 3. Where the venv's torch sees a GPU: tools/release_paths.py (the seven release-note paths)
    when that script exists, run with the venv's python (a script of its own, never imported).
 
-``python -m release.smoke WHEEL [--group G] [--no-deps] [--isolated]``. Before the wheel is
+torch in the venv: an exact wheel needs the torch it was built against, a stable-ABI wheel any
+torch >= its ``torch_min`` (:func:`torch_fits`); when the venv's torch does not fit, the build's
+torch is installed. ``--torch V`` installs torch ``V`` instead (a stable wheel under another torch
+of its range; a V outside the range is refused before anything is created).
+
+``python -m release.smoke WHEEL [--group G] [--no-deps] [--isolated] [--torch V]``. Before the wheel is
 opened, the ``<wheel>.sha256`` beside it (when there is one) must verify, so a damaged copy is
 named as such. Exit status 1 when a check failed, 2 for bad input (a missing, truncated,
 damaged or foreign file, an LFS pointer, a wrong checksum), 130 when interrupted.
@@ -55,7 +60,32 @@ def check_contents(wheel: Path, group: str | None = None) -> tuple[tagging.Wheel
             f"{wheel.name} has version {facts.version} but its build info implies the label +{label}; "
             "re-tag it with release.tagging.retag"
         )
+    requirement = tagging.torch_requirement(info)
+    if requirement is not None and tagging.metadata_torch_requirements(wheel) != [requirement]:
+        raise ReleaseError(
+            f"{wheel.name} is a stable-ABI wheel but its METADATA does not require {requirement} (found "
+            f"{tagging.metadata_torch_requirements(wheel)}); re-tag it with release.tagging.retag"
+        )
     return facts, info
+
+
+def torch_fits(info: dict, found: str | None) -> bool:
+    """True when torch ``found`` (a version, None when torch is missing) can load the wheel of build info
+    ``info``: the same release for an exact build, >= ``torch_min`` for a stable-ABI build."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    from .toolchain import torch_public_version
+
+    if not found:
+        return False
+    requirement = tagging.torch_requirement(info)
+    if requirement is None:
+        return torch_public_version(found) == torch_public_version(info["torch_version"])
+    try:
+        return SpecifierSet(requirement.removeprefix("torch")).contains(Version(found).public, prereleases=True)
+    except InvalidVersion:
+        return False
 
 
 def venv_python(root: Path) -> Path:
@@ -90,15 +120,19 @@ def _gpu_available(python: Path, cwd: Path) -> bool:
     return proc.returncode == 0 and proc.stdout.strip().endswith("1")
 
 
-def _match_torch(python: Path, built_with: str, cwd: Path) -> None:
-    """Install the torch the wheel was built against into the venv when the one it sees differs."""
+def _match_torch(python: Path, info: dict, cwd: Path, want: str | None = None) -> None:
+    """Install torch ``want`` into the venv when given and the venv sees another; without ``want``, install
+    the torch the wheel was built against when the one the venv sees does not fit it (:func:`torch_fits`)."""
     from .toolchain import torch_public_version
 
     query = "import torch; print(torch.__version__)"
     proc = subprocess.run([str(python), "-c", query], capture_output=True, text=True, cwd=cwd, env=_clean_env())
     found = proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else None
-    want = torch_public_version(built_with)
-    if found and torch_public_version(found) == want:
+    if want is None:
+        if torch_fits(info, found):
+            return
+        want = torch_public_version(info["torch_version"])
+    elif found and torch_public_version(found) == torch_public_version(want):
         return
     print(f"release: smoke venv has torch {found}; installing torch=={want}", flush=True)
     pip = [*pip_command(python), "install", f"torch=={want}"]
@@ -112,10 +146,22 @@ def smoke_test(
     deps: bool = True,
     system_site_packages: bool = True,
     release_paths: Path | None = RELEASE_PATHS,
+    torch: str | None = None,
 ) -> list[dict]:
-    """Run every check; returns the check records, raises ReleaseError when one failed."""
+    """Run every check; returns the check records, raises ReleaseError when one failed.
+
+    ``torch``: the torch release to test under (installed into the venv); ReleaseError before anything
+    is created when the wheel cannot load in it (an exact wheel's other torch, a stable wheel's torch
+    below its minimum).
+    """
     wheel = Path(wheel).resolve()
     facts, info = check_contents(wheel, group)
+    if torch is not None and not torch_fits(info, torch):
+        serves = tagging.torch_requirement(info) or f"torch=={info['torch_version']}"
+        raise ReleaseError(
+            f"{wheel.name} serves {serves.replace('torch', 'torch ', 1).replace('>=', '>= ')}; --torch {torch} is "
+            "outside it. Give a torch the wheel loads in, or leave --torch out."
+        )
     group = info["group"]
     records = [{"check": "wheel contents and tag", "ok": True, "detail": facts.version}]
     with tempfile.TemporaryDirectory(prefix="flash_attn-smoke-") as tmp:
@@ -130,7 +176,7 @@ def smoke_test(
         if proc.returncode != 0:
             raise ReleaseError(f"pip install {wheel.name} failed in a fresh venv:\n{proc.stdout}{proc.stderr}")
         records.append({"check": "pip install into a fresh venv", "ok": True, "detail": str(tmp / "venv")})
-        _match_torch(py, info["torch_version"], work)
+        _match_torch(py, info, work, torch)
         proc = subprocess.run(
             [str(py), str(CHECK_SCRIPT), "--expect-version", facts.version, "--group", group],
             capture_output=True,
@@ -171,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--group", help="expected arch group (default: the wheel's build info)")
     p.add_argument("--no-deps", dest="deps", action="store_false", help="pip install --no-deps (offline)")
     p.add_argument("--isolated", action="store_true", help="venv without system site-packages (downloads torch)")
+    p.add_argument("--torch", help="torch release to test under (a stable-ABI wheel: any in its range)")
     args = p.parse_args(argv)
 
     def body() -> int:
@@ -179,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ReleaseError(f"{wheel} is not a file; pass the path of a built .whl")
             checksums.verify_sidecar(wheel)
             print(f"release: smoke test of {wheel.name}", flush=True)
-            smoke_test(wheel, args.group, deps=args.deps, system_site_packages=not args.isolated)
+            smoke_test(wheel, args.group, deps=args.deps, system_site_packages=not args.isolated, torch=args.torch)
         return 0
 
     return run_main(body, prog="release.smoke")

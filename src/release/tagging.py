@@ -8,6 +8,13 @@ name of a release wheel. The label is
 computed from the wheel's own build info (``flash_attn/build_info_<group>.json``), written in
 PEP 440 normal form, and put into the file name, the dist-info folder name, ``METADATA`` and
 ``RECORD`` by ``wheel pack --local-version`` (wheel >= 0.48), never by renaming the file alone.
+A stable-ABI wheel (build info ``torch_abi: "stable"``) is labelled
+``+cu<CUDA>torchstable<torch_min>.<group>`` instead (flash_attn/_label.py), and its ``METADATA``
+gets ``Requires-Dist: torch>=<torch_min>`` in place of pyproject.toml's plain ``torch``
+(:func:`set_torch_requirement`, before ``wheel pack`` writes the fresh RECORD), so pip and uv refuse
+or upgrade a torch below the minimum. An exact wheel keeps the plain ``torch``: a pin
+``torch==<its torch>`` would let pip replace the user's CUDA torch with PyPI's build of that version
+(CPU-only on Windows), where today ``import flash_attn`` names the torch to install instead.
 The tagged wheel appears in the output folder atomically (written to a temporary name in the
 same folder, then renamed).
 
@@ -115,13 +122,59 @@ def local_label(info: dict) -> str:
     from packaging.version import InvalidVersion, Version
 
     try:
+        labels = _paths.label()
         torch = Version(info["torch_version"]).public
-        label = _paths.label().local_label(
-            info["cuda_version"], torch, bool(info["cxx11_abi"]), info["group"], info["kernel_set"]
+        how = {"torch_abi": labels.torch_abi(info), "torch_min": info.get("torch_min")}
+        label = labels.local_label(
+            info["cuda_version"], torch, bool(info["cxx11_abi"]), info["group"], info["kernel_set"], **how
         )
         return Version(f"0+{label}").local
     except (KeyError, ValueError, InvalidVersion) as e:
         raise ReleaseError(f"cannot compute the local version label from build info {info}: {e}") from None
+
+
+def torch_requirement(info: dict) -> str | None:
+    """The ``Requires-Dist`` torch requirement a wheel of this build info must carry: ``torch>=<torch_min>``
+    for a stable-ABI build, None for an exact one (flash_attn/_label.py). ReleaseError when unreadable."""
+    try:
+        return _paths.label().torch_requirement(info)
+    except ValueError as e:
+        raise ReleaseError(f"build info {info.get('group')!r}: {e}; rebuild the wheel") from None
+
+
+def _is_torch(line: str) -> bool:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    if not line.lower().startswith("requires-dist:"):
+        return False
+    try:
+        return canonicalize_name(Requirement(line.split(":", 1)[1].strip()).name) == "torch"
+    except InvalidRequirement:
+        return False
+
+
+def set_torch_requirement(metadata: str, requirement: str) -> str:
+    """METADATA text with every ``Requires-Dist`` on torch replaced by one ``Requires-Dist: <requirement>``
+    (added after the headers when there was none); the description body is kept byte for byte."""
+    head, sep, body = metadata.partition("\n\n")
+    if not sep and head.endswith("\n"):  # headers only: keep the final newline where it was
+        head, body = head[:-1], "\n"
+    lines = head.split("\n")
+    keep = [line for line in lines if not _is_torch(line)]
+    at = next((i for i, line in enumerate(lines) if _is_torch(line)), None)
+    at = len(keep) if at is None else sum(1 for line in lines[:at] if not _is_torch(line))
+    keep.insert(at, f"Requires-Dist: {requirement}")
+    return "\n".join(keep) + sep + body
+
+
+def metadata_torch_requirements(wheel: Path) -> list[str]:
+    """The ``Requires-Dist`` values on torch in `wheel`'s METADATA (e.g. ``["torch>=2.11"]``)."""
+    facts = verify_wheel(wheel)
+    with open_wheel(wheel) as zf:
+        text = zf.read(f"{facts.dist_info}/METADATA").decode("utf-8")
+    head = text.partition("\n\n")[0]
+    return [line.split(":", 1)[1].strip() for line in head.split("\n") if _is_torch(line)]
 
 
 def tagged_version(version: str, label: str) -> str:
@@ -172,12 +225,18 @@ def retag(wheel: Path, dest_dir: Path, label: str | None = None, python: str = s
     if _wheel_version() < MIN_WHEEL:
         raise ReleaseError("re-tagging needs wheel >= 0.48 (wheel pack --local-version): pip install 'wheel>=0.48'")
     wheel = Path(wheel)
-    label = label or local_label(read_build_info(wheel))
+    info = read_build_info(wheel)
+    label = label or local_label(info)
+    requirement = torch_requirement(info)
     dest_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".retag-", dir=dest_dir) as tmp:
         tmp = Path(tmp)
         _check_call([python, "-m", "wheel", "unpack", "-d", str(tmp / "unpacked"), str(wheel)])
         (root,) = list((tmp / "unpacked").iterdir())
+        if requirement is not None:  # stable ABI: torch>=<torch_min>, before pack writes the RECORD
+            (metadata,) = root.glob("*.dist-info/METADATA")
+            text = metadata.read_bytes().decode("utf-8")
+            metadata.write_bytes(set_torch_requirement(text, requirement).encode("utf-8"))
         (tmp / "packed").mkdir()
         pack = [python, "-m", "wheel", "pack", "--local-version", label, "-d", str(tmp / "packed"), str(root)]
         _check_call(pack, env={**os.environ, "SOURCE_DATE_EPOCH": source_date_epoch()})
@@ -186,6 +245,8 @@ def retag(wheel: Path, dest_dir: Path, label: str | None = None, python: str = s
         expected = tagged_version(facts.version, label)
         if facts.version != expected:
             raise ReleaseError(f"re-tagged wheel {packed.name} has version {facts.version}, expected {expected}")
+        if requirement is not None and metadata_torch_requirements(packed) != [requirement]:
+            raise ReleaseError(f"re-tagged wheel {packed.name} does not require {requirement} in its METADATA")
         final = dest_dir / packed.name
         partial = dest_dir / f".{packed.name}.partial"
         shutil.move(str(packed), partial)

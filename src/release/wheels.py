@@ -15,7 +15,8 @@ runs). In order, stopping at the first problem with a message that says what to 
    and link it with those objects in the keyed build directory (``release.build_key``, created
    only now), every option passed explicitly, with progress and a summary of each step;
 5. compare the wheel's build info with the options asked for (a mismatch names the option),
-   then tag it with its local version label (``release.tagging``), in a staging folder;
+   then tag it with its local version label (``release.tagging``; a stable-ABI wheel,
+   ``--torch-abi stable``, also gets ``Requires-Dist: torch>=<torch_min>``), in a staging folder;
 6. smoke-test the tagged wheel in a fresh venv (``release.smoke``);
 7. move it into the output folder atomically, with ``<wheel>.sha256`` beside it.
 
@@ -55,17 +56,22 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
     probe = probe or toolchain.probe
     set_name, units = opts.validate()
     print(f"release: arch group {opts.group}, kernel set {set_name} ({len(units)} units)", flush=True)
+    if opts.stable_torch_min():
+        print(f"release: torch ABI stable: one wheel for every torch >= {opts.stable_torch_min()}", flush=True)
     if opts.torch_version:
         toolchain.ensure_torch(opts.torch_version)
     tc = probe()
     toolchain.check(tc, want_torch=opts.torch_version)
     opts.validate_toolchain(tc.cuda_version)
+    opts.validate_torch(tc.torch_version)
     print(
         f"release: nvcc {tc.cuda_version} ({tc.nvcc}), torch {tc.torch_version} (CUDA {tc.torch_cuda_version}, "
         f"cxx11 ABI {tc.cxx11_abi}), {tc.compiler_id} {tc.compiler_version}",
         flush=True,
     )
-    bdir = build_key.build_dir(opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs)
+    bdir = build_key.build_dir(
+        opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
+    )
     opts.build_root.mkdir(parents=True, exist_ok=True)
     kernels_summary = None
     if opts.kernels is None:

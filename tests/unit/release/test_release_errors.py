@@ -145,7 +145,8 @@ def test_defines_pass_every_option_with_its_default():
     # the same folder survives in the CMake cache (issue: --apply-deltas OFF shipped on the next build).
     d = options.from_namespace(ns(), {}).cmake_defines()
     assert d == {"FLASH_ATTN_ARCH_GROUP": "legacy", "FLASH_ATTN_CUDA_ARCHS": "", "FLASH_ATTN_KERNEL_SET": "release",
-                 "FLASH_ATTN_JOBS": "", "FLASH_ATTN_FATBIN_COMPRESSION": "size", "FLASH_ATTN_SOURCE_DIR": "",
+                 "FLASH_ATTN_JOBS": "", "FLASH_ATTN_TORCH_ABI": "exact", "FLASH_ATTN_FATBIN_COMPRESSION": "size",
+                 "FLASH_ATTN_SOURCE_DIR": "",
                  "FLASH_ATTN_SDIST": "", "FLASH_ATTN_CUTLASS_DIR": "", "FLASH_ATTN_APPLY_DELTAS": "ON",
                  "FLASH_ATTN_RESCALE_THRESHOLD": "8.0", "FLASH_ATTN_PACKED_FMA": "ON",
                  "FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET": "OFF", "FLASH_ATTN_KERNELS": "",

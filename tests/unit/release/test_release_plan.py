@@ -61,7 +61,7 @@ def test_every_job_within_the_limit_and_the_shard_count_is_the_smallest(release_
 
 
 def test_cpu_hours_before_and_after(release_plan):
-    entries = matrix.build_matrix()["include"]
+    entries = matrix.build_matrix(torch_abi="exact")["include"]  # "before": a full build per torch's wheel
     units = ks.resolve("release")[1]
     r = plan.default_runner()
     one = {g: sum(plan.unit_cpu_seconds(u, plan.sass_targets(g), r) for u in units) / 3600 for g in matrix.GROUPS}
@@ -75,7 +75,15 @@ def test_cpu_hours_before_and_after(release_plan):
 
 def test_jobs_list_shards_gathers_and_one_link_per_wheel(release_plan):
     stages = [j["stage"] for j in release_plan["jobs"]]
-    assert stages.count("gather") == 8 and stages.count("link") == 36
+    # stable ABI: one link job per (OS, CUDA, group) for torch 2.11.0 .. 2.15.0, where per-torch needed 36
+    assert stages.count("gather") == 8 and stages.count("link") == 8
+    assert release_plan["link_jobs"] == 8 and release_plan["link_jobs_per_torch"] == 36
+    links = {j["name"] for j in release_plan["jobs"] if j["stage"] == "link"}
+    assert links == {e["name"] for e in matrix.build_matrix()["include"]}
+    exact = plan.plan(torch_abi="exact")
+    assert [j["stage"] for j in exact["jobs"]].count("link") == exact["link_jobs"] == 36
+    assert exact["cpu_hours_before"] == release_plan["cpu_hours_before"]  # same "before", fewer link jobs after
+    assert exact["runner_hours_after"] > release_plan["runner_hours_after"]
     assert stages.count("shard") == sum(release_plan["shards"].values())
     assert {j["name"] for j in release_plan["jobs"] if j["stage"] == "shard"} == {
         e["name"] for e in matrix.build_matrix(stage="shards")["include"]
@@ -103,6 +111,11 @@ def test_cli_text_json_and_bad_input(capsys):
     assert plan.main([]) == 0
     text = capsys.readouterr().out
     assert "shards per (group, CUDA, OS): blackwell-cu130-linux" in text and "kernel CPU-hours" in text
+    assert "link jobs: 8 (one per wheel; a per-torch wheel for every torch would need 36)" in text
+    assert plan.main(["--torch-abi", "exact"]) == 0
+    assert "link jobs: 36" in capsys.readouterr().out
+    assert plan.main(["--torch-abi", "abi3"]) == 2
+    assert "unknown --torch-abi 'abi3'" in capsys.readouterr().err
     assert plan.main(["--json", "--runner-cores", "4", "--runner-memory-gib", "16"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert {"max_job_minutes", "cpu_hours_before", "cpu_hours_after", "shards", "jobs"} <= set(doc)
@@ -117,3 +130,14 @@ def test_cli_text_json_and_bad_input(capsys):
     assert "matches no unit" in capsys.readouterr().err
     assert plan.main(["--jobs-here"]) == 0
     assert capsys.readouterr().out == f"FLASH_ATTN_JOBS={plan.jobs_here()}\n"
+
+
+def test_a_torch_below_the_minimum_keeps_a_link_job_per_torch(monkeypatch):
+    table = {"2.10.0": ("13.0",), **matrix.TORCH}  # a fake matrix entry below stable_abi.torch_min
+    monkeypatch.setattr(matrix, "TORCH", table)
+    entries = matrix.build_matrix()["include"]
+    assert len(entries) == 8 + len(matrix.OSES) * len(matrix.GROUPS)  # + one per-torch wheel per (OS, group)
+    below = [e for e in entries if e["torch_abi"] == "exact"]
+    assert {e["torch"] for e in below} == {"2.10.0"} and all("torch2.10.0cxx11abi" in e["label"] for e in below)
+    p = plan.plan(entries=entries)
+    assert p["link_jobs"] == 12 and p["link_jobs_per_torch"] == 40 and p["kernel_builds_after"] == 8

@@ -132,3 +132,100 @@ def test_native_members(tmp_path):
     wheel = make_wheel(tmp_path, libs=["legacy", "blackwell"])
     libs, infos = tagging.native_members(wheel)
     assert sorted(libs) == ["blackwell", "legacy"] and infos == ["legacy"]
+
+
+# -- stable-ABI wheels: label and Requires-Dist ------------------------------------------------------
+
+STABLE = {"torch_abi": "stable", "torch_min": "2.11"}
+STABLE_LABEL = "cu130torchstable2.11.legacy"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "label"),
+    [
+        (STABLE, STABLE_LABEL),
+        ({**STABLE, "cxx11_abi": False, "torch_version": "2.12.1+cu132", "cuda_version": "13.2.1"},
+         "cu132torchstable2.11.legacy"),  # neither the build's torch nor the C++11 ABI flag is in it
+        ({**STABLE, "kernel_set": "dev"}, STABLE_LABEL + ".dev"),
+        ({"torch_abi": "exact", "torch_min": None}, LABEL),
+    ],
+)  # fmt: skip
+def test_stable_label_variants(overrides, label):
+    got = tagging.local_label(build_info(**overrides))
+    assert got == label and str(Version(f"{VERSION}+{got}")) == f"{VERSION}+{got}"
+
+
+def test_stable_label_needs_torch_min():
+    with pytest.raises(ReleaseError, match="local version label"):
+        tagging.local_label(build_info(torch_abi="stable"))
+
+
+def test_set_torch_requirement_replaces_only_torch_and_keeps_the_body():
+    text = "Name: flash_attn\nRequires-Dist: numpy\nRequires-Dist: torch\nRequires-Python: >=3.10\n\n# torch\nbody\n"
+    out = tagging.set_torch_requirement(text, "torch>=2.11")
+    assert out == (
+        "Name: flash_attn\nRequires-Dist: numpy\nRequires-Dist: torch>=2.11\nRequires-Python: >=3.10\n\n# torch\nbody\n"
+    )
+    assert tagging.set_torch_requirement("Name: x\n", "torch>=2.11") == "Name: x\nRequires-Dist: torch>=2.11\n"
+    assert tagging.set_torch_requirement(out, "torch>=2.11") == out  # idempotent (a re-tag)
+
+
+def test_stable_wheel_requires_torch_from_its_minimum(tmp_path):
+    raw = make_wheel(
+        tmp_path / "raw", info=build_info(**STABLE), metadata_tail="Requires-Dist: torch\n\n# flash_attn\ntext\n"
+    )
+    tagged = tagging.retag(raw, tmp_path / "out")
+    full = f"{VERSION}+{STABLE_LABEL}"
+    assert tagged.name == f"flash_attn-{full}-cp310-abi3-linux_x86_64.whl"
+    facts = tagging.verify_wheel(tagged)  # RECORD covers the rewritten METADATA
+    assert facts.version == full and facts.dist_info == f"flash_attn-{full}.dist-info"
+    assert tagging.metadata_torch_requirements(tagged) == ["torch>=2.11"]
+    with zipfile.ZipFile(tagged) as zf:
+        assert zf.read(f"{facts.dist_info}/METADATA").decode().endswith("\n\n# flash_attn\ntext\n")
+    # an exact wheel keeps pyproject.toml's plain torch
+    exact = tagging.retag(make_wheel(tmp_path / "raw2", metadata_tail="Requires-Dist: torch\n"), tmp_path / "out2")
+    assert tagging.metadata_torch_requirements(exact) == ["torch"]
+
+
+def test_resolvers_read_the_stable_requirement():
+    from packaging.requirements import Requirement
+
+    requirement = Requirement(tagging.torch_requirement(build_info(**STABLE)))
+    assert requirement.name == "torch"
+    for version, ok in (("2.10.0", False), ("2.11.0", True), ("2.14.1+cu130", True), ("2.15.0", True), ("3.1", True)):
+        assert requirement.specifier.contains(version) is ok, version
+    assert tagging.torch_requirement(build_info()) is None
+
+
+def _stand_in_torch(folder, version):
+    """A tiny wheel named torch, standing in for the real one in a --no-index resolution."""
+    from wheel.wheelfile import WheelFile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"torch-{version}-py3-none-any.whl"
+    with WheelFile(path, "w") as wf:
+        wf.writestr("torch_stand_in.py", "")
+        wf.writestr(f"torch-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+        wf.writestr(
+            f"torch-{version}.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+    return path
+
+
+def test_pip_resolves_the_stable_wheel_against_a_torch_index(tmp_path):
+    # pip install --dry-run --no-index: with torch 2.10.0 and 2.15.0 on the index the stable wheel's
+    # Requires-Dist picks 2.15.0; with only 2.10.0 the resolution fails (nothing installs).
+    raw = make_wheel(tmp_path / "raw", info=build_info(**STABLE), metadata_tail="Requires-Dist: torch\n")
+    tagged = tagging.retag(raw, tmp_path / "index")
+    _stand_in_torch(tmp_path / "index", "2.10.0")
+    pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--disable-pip-version-check",
+           "--ignore-installed", "--find-links", str(tmp_path / "index"), str(tagged)]  # fmt: skip
+    # no pip configuration of this machine (find-links, constraints): only the folder is the index
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    old_only = subprocess.run(pip, capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert old_only.returncode != 0 and "torch>=2.11" in old_only.stdout + old_only.stderr
+    _stand_in_torch(tmp_path / "index", "2.15.0")
+    proc = subprocess.run(pip, capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "torch-2.15.0" in proc.stdout and "torch-2.10.0" not in proc.stdout

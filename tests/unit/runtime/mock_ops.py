@@ -92,7 +92,10 @@ def _kernel(kind: str, q: torch.Tensor) -> None:
         )
 
 
-def _rng(dropout_p: float) -> torch.Tensor:
+def _rng(dropout_p: float, given: torch.Tensor | None = None) -> torch.Tensor:
+    """The state a forward returns: the given one (a copy) with dropout, as the C++ operators do."""
+    if dropout_p > 0 and given is not None:
+        return given.clone()
     return torch.zeros(2 if dropout_p > 0 else 0, dtype=torch.int64)
 
 
@@ -172,7 +175,7 @@ def fwd(q, k, v, alibi, dropout_p, scale, causal, wl, wr, softcap, return_softma
         if return_softmax
         else torch.empty(0, dtype=q.dtype)
     )
-    return torch.stack(outs).to(q.dtype), torch.stack(lses), p, _rng(dropout_p)
+    return torch.stack(outs).to(q.dtype), torch.stack(lses), p, _rng(dropout_p, rng_state)
 
 
 def bwd(dout, q, k, v, out, lse, alibi, dropout_p, scale, causal, wl, wr, softcap, deterministic, rng_state):
@@ -266,7 +269,7 @@ def varlen_fwd(
         if return_softmax
         else torch.empty(0, dtype=q.dtype)
     )
-    return out.to(q.dtype), lse, p, _rng(dropout_p)
+    return out.to(q.dtype), lse, p, _rng(dropout_p, rng_state)
 
 
 def varlen_bwd(

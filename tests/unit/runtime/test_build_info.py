@@ -127,3 +127,29 @@ def test_versions_and_labels(legacy_info):
     assert bi.local_label(legacy_info, "blackwell") == "cu130torch2.14.1cxx11abitrue.blackwell.dev"
     release = {**legacy_info, "kernel_set": "release"}
     assert bi.local_label(release, "blackwell") == "cu130torch2.14.1cxx11abitrue.blackwell"
+
+
+def test_stable_abi_fields_and_labels(legacy_info):
+    # a build info without torch_abi (every wheel before the stable build) is exact
+    assert bi.torch_abi(legacy_info) == "exact" and not bi.is_stable(legacy_info)
+    assert bi.torch_abi({**legacy_info, "torch_abi": None, "torch_min": None}) == "exact"
+    stable = bi.parse({**legacy_info, "torch_abi": "stable", "torch_min": "2.11", "kernel_set": "release"})
+    assert bi.is_stable(stable)
+    assert bi.local_label(stable) == "cu130torchstable2.11.legacy"
+    assert bi.local_label(stable, "blackwell") == "cu130torchstable2.11.blackwell"
+    assert bi.local_label({**stable, "kernel_set": "dev"}) == "cu130torchstable2.11.legacy.dev"
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"torch_abi": "stabel"}, "'torch_abi' must be one of exact, stable"),
+        ({"torch_abi": "stable"}, "'torch_min' of a stable-ABI build"),
+        ({"torch_abi": "stable", "torch_min": 2.11}, "'torch_min' of a stable-ABI build"),
+        ({"torch_abi": "stable", "torch_min": "2.11.0"}, "'torch_min' of a stable-ABI build"),
+    ],
+)
+def test_bad_stable_abi_fields_are_refused(legacy_info, fields, problem):
+    with pytest.raises(LibraryLoadError, match="malformed") as error:
+        bi.parse({**legacy_info, **fields})
+    assert problem in str(error.value)

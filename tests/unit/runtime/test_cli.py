@@ -92,3 +92,20 @@ def test_rich_output_escapes_markup(monkeypatch, capsys, legacy_info):
     assert _cli.main([]) == _cli.EXIT_CANNOT_RUN
     out = capsys.readouterr().out
     assert "[/]" in out and "[bold]not a tag[/bold]" in out and "GPU [x]" in out
+
+
+def test_says_which_torch_abi_and_range_the_wheel_serves(legacy_info):
+    exact = _cli.collect(state(info=legacy_info), gpus=[])
+    assert exact["torch_range"]["torch_abi"] == "exact"  # no torch_abi in the build info: an older, exact wheel
+    text = _cli.render_plain(exact)
+    assert "torch ABI     exact: serves torch 2.14.1 only, with CUDA 13.x and C++11 ABI true" in text
+    stable_info = {**legacy_info, "torch_abi": "stable", "torch_min": "2.11"}
+    stable = _cli.collect(state(info=stable_info), gpus=[])
+    assert stable["torch_range"] == {
+        "torch_abi": "stable",
+        "serves": "torch >= 2.11 with CUDA 13.x (torch's stable ABI: one wheel for every torch from 2.11 on)",
+    }
+    text = _cli.render_plain(stable)
+    assert "torch ABI     stable: serves torch >= 2.11 with CUDA 13.x" in text
+    assert "torch_min" in text  # the build info rows list the new fields too
+    assert _cli.collect(state("not_built"), gpus=[])["torch_range"] is None

@@ -165,3 +165,56 @@ def test_cxx11_abi_mismatch_is_refused(legacy_info):
 
 def test_nightly_is_not_the_release(legacy_info):
     assert _compat.check_torch(legacy_info, "2.14.1.dev20261101+cu130", "13.0", True) is not None
+
+
+# --- stable-ABI builds: a torch range instead of one torch ----------------------------------------
+
+STABLE_LABEL = "2.9.2.post1+cu130torchstable2.11.legacy.dev"
+
+
+@pytest.fixture
+def stable_info(legacy_info):
+    return {**legacy_info, "torch_abi": "stable", "torch_min": "2.11"}
+
+
+@pytest.mark.parametrize(
+    "version", ["2.11.0+cu130", "2.14.1+cu130", "2.15.0+cu132", "2.16.0.dev20270101+cu130", "3.0.0"]
+)
+def test_stable_build_loads_in_every_torch_from_its_minimum(stable_info, version):
+    cuda = "13.2" if "cu132" in version else "13.0"
+    assert _compat.check_torch(stable_info, version, cuda, False) is None  # no C++11 ABI comparison either
+
+
+def test_stable_build_refuses_an_older_torch_with_what_to_install(stable_info):
+    message = _compat.check_torch(stable_info, "2.10.0+cu130", "13.0", True, dist_version=STABLE_LABEL)
+    assert message is not None
+    assert STABLE_LABEL in message and "stable-ABI build for torch >= 2.11" in message
+    assert "torch 2.10.0 is older than 2.11" in message
+    assert "pip install 'torch>=2.11' --index-url https://download.pytorch.org/whl/cu130" in message
+    assert "cu130torch2.10.0" in message  # the per-torch wheel to look for instead
+    assert _compat.check_torch(stable_info, "2.11.0a0+git1234", "13.0", True) is None  # a 2.11 pre-release
+
+
+def test_stable_build_refuses_another_cuda_major_or_a_cpu_torch(stable_info):
+    message = _compat.check_torch(stable_info, "2.14.1+cu128", "12.8", True)
+    assert message is not None and "CUDA 12.8 has another major than CUDA 13.0" in message
+    message = _compat.check_torch(stable_info, "2.14.1+cpu", None, True)
+    assert message is not None and "no CUDA support" in message
+
+
+def test_a_build_info_without_torch_abi_keeps_the_exact_check(legacy_info):
+    assert "torch_abi" not in legacy_info
+    assert _compat.check_torch(legacy_info, "2.15.0+cu130", "13.0", True) is not None
+    assert _compat.check_torch({**legacy_info, "torch_abi": None}, "2.15.0+cu130", "13.0", True) is not None
+
+
+def test_release_tuple():
+    assert _compat.release_tuple("2.14.1+cu130") == (2, 14, 1)
+    assert _compat.release_tuple("2.16.0.dev20270101") == (2, 16, 0)
+    assert _compat.release_tuple("2.11.0a0+git") == (2, 11, 0)
+    assert _compat.release_tuple("2.11") < _compat.release_tuple("2.11.0")
+    assert _compat.release_tuple("2.9.1") < _compat.release_tuple("2.11")
+
+
+def test_stable_wheel_name_keeps_the_stable_label(stable_info):
+    assert _compat.wheel_name(stable_info, "blackwell") == "flash_attn==2.9.2.post1+cu130torchstable2.11.blackwell.dev"

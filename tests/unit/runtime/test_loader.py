@@ -234,3 +234,36 @@ def test_failed_editable_rebuild_is_reported(package_dir, load_calls, legacy_inf
     with pytest.raises(LibraryLoadError, match="nox -s dev"):
         _loader.require_library()
     assert load_calls == []
+
+
+# --- stable-ABI builds --------------------------------------------------------------------------
+
+
+def test_stable_build_loads_under_a_newer_torch_and_turns_the_reservation_on(package_dir, monkeypatch, legacy_info):
+    from flash_attn import _rng
+
+    # built against torch 2.11.0, any C++11 ABI: the running torch (2.14 here) is in its range
+    info = dict(_running_info(legacy_info), torch_abi="stable", torch_min="2.11", torch_version="2.11.0+cu130")
+    info["cxx11_abi"] = not info["cxx11_abi"]
+    _install(package_dir, "legacy", info)
+    namespace = mock_ops.define()
+    real_bind = _ops.bind
+    monkeypatch.setattr(torch.ops, "load_library", lambda path: None)
+    monkeypatch.setattr(_ops, "bind", lambda ns: real_bind(namespace))
+    monkeypatch.setitem(mock_ops.BUILD_INFO_JSON, "value", json.dumps(info))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        state = _loader.initialize(force=True)
+    assert state.status == "ready" and _rng.RESERVE is True
+    _install(package_dir, "legacy", _running_info(legacy_info))  # an exact build again: decided anew
+    monkeypatch.setitem(mock_ops.BUILD_INFO_JSON, "value", json.dumps(_running_info(legacy_info)))
+    assert _loader.initialize(force=True).status == "ready" and _rng.RESERVE is False
+
+
+def test_stable_build_refuses_a_torch_below_its_minimum_before_loading(package_dir, load_calls, legacy_info):
+    info = dict(_running_info(legacy_info), torch_abi="stable", torch_min="9.0")  # a minimum above this torch
+    _install(package_dir, "legacy", info)
+    with pytest.warns(RuntimeWarning, match="stable-ABI build for torch >= 9.0"):
+        state = _loader.initialize(force=True)
+    assert load_calls == [] and isinstance(state.error, TorchMismatchError)
+    assert "pip install 'torch>=9.0'" in str(state.error)

@@ -41,19 +41,48 @@ def nox_sessions() -> set[str]:
     return names
 
 
-@pytest.fixture(scope="module")
-def full() -> list[dict]:
-    return matrix.build_matrix()["include"]
+@pytest.fixture(scope="module", params=matrix.TORCH_ABIS)
+def full(request) -> list[dict]:
+    """The whole link matrix of one --torch-abi: stable (the release's, the default) and exact."""
+    return matrix.build_matrix(torch_abi=request.param)["include"]
 
 
 def test_matrix_is_github_include_form(full):
-    doc = matrix.build_matrix()
+    abi = "exact" if all(e["torch_abi"] == "exact" for e in full) else "stable"
+    doc = matrix.build_matrix(torch_abi=abi)
     assert list(doc) == ["include"]
     assert json.loads(json.dumps(doc)) == doc  # plain JSON types only
-    n_pairs = sum(len(c) for c in matrix.TORCH.values())
-    assert len(full) == len(matrix.OSES) * len(matrix.GROUPS) * n_pairs
     assert len({e["name"] for e in full}) == len(full), "job / artifact names must be unique"
     assert len({e["wheel"] for e in full}) == len(full), "two entries would build the same wheel"
+
+
+def test_link_job_counts():
+    # per-torch: one wheel per (OS, group, torch, CUDA build of that torch)
+    n_pairs = sum(len(c) for c in matrix.TORCH.values())
+    exact = matrix.build_matrix(torch_abi="exact")["include"]
+    assert len(exact) == len(matrix.OSES) * len(matrix.GROUPS) * n_pairs == 36
+    # stable (the default): every torch of the table is >= torch_min, so ONE wheel per (OS, CUDA, group)
+    assert all(matrix.stable_serves(t) for t in matrix.TORCH)
+    stable = matrix.build_matrix()["include"]
+    assert stable == matrix.build_matrix(torch_abi="stable")["include"]
+    assert len(stable) == len(matrix.OSES) * len(matrix.CUDA) * len(matrix.GROUPS) == 8
+    assert {e["torch_abi"] for e in stable} == {"stable"}
+    served = {(e["os"], e["group"], t, e["cuda"]) for e in stable for t in e["torches"]}
+    assert served == {(e["os"], e["group"], e["torch"], e["cuda"]) for e in exact}, "every per-torch wheel is covered"
+
+
+def test_torches_below_the_minimum_keep_their_per_torch_wheel():
+    table = {"2.10.0": ("12.8", "13.0"), "2.11.0": ("13.0",), "2.12.1": ("13.0", "13.2")}  # 2.10: a fake entry
+    wheels = [w for w in matrix.release_wheels("stable", table) if (w.os, w.group) == ("ubuntu-24.04", "legacy")]
+    assert wheels == [
+        matrix.Wheel("ubuntu-24.04", "legacy", "13.0", "2.10.0", "exact", ("2.10.0",)),
+        matrix.Wheel("ubuntu-24.04", "legacy", "13.0", "2.11.0", "stable", ("2.11.0", "2.12.1")),
+        matrix.Wheel("ubuntu-24.04", "legacy", "13.2", "2.12.1", "stable", ("2.12.1",)),
+    ]  # a CUDA outside matrix.CUDA (12.8) is no release build
+    assert len(matrix.release_wheels("exact", table)) == len(matrix.OSES) * len(matrix.GROUPS) * 5
+    below = matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.10.0", version="2.9.2.post1")
+    assert below["label"] == "cu130torch2.10.0cxx11abitrue.legacy" and "--torch-abi" not in below["args"]
+    assert matrix.stable_serves("2.11.0") and not matrix.stable_serves("2.10.1") and matrix.stable_serves("3.0.0")
 
 
 def test_every_entry_is_a_supported_combination(full):
@@ -63,6 +92,11 @@ def test_every_entry_is_a_supported_combination(full):
         assert e["cuda_full"].startswith(e["cuda"] + ".")
         assert e["torch_index"] == f"https://download.pytorch.org/whl/{e['cu']}"
         assert e["runner"] == e["os"]
+        assert e["torch"] == e["torches"][0]  # built against the oldest torch it serves
+        for torch in e["torches"]:
+            assert e["cuda"] in matrix.TORCH[torch]
+            if e["torch_abi"] == "stable":
+                assert matrix.stable_serves(torch) and e["torch_min"] == matrix.TORCH_MIN
 
 
 def test_torch_cuda_facts():
@@ -93,6 +127,7 @@ def test_entry_arguments_parse_with_the_wheel_sessions_cli(full, tmp_path):
         argv = ["--arch-group", group, *e["args"], "--out", str(tmp_path / "wh"), "--build-root", str(tmp_path / "b")]
         opts = wheels.parse(argv)
         assert (opts.group, opts.torch_version, opts.kernel_set) == (e["group"], e["torch"], e["kernel_set"])
+        assert opts.torch_abi() == e["torch_abi"]
         set_name, units = opts.validate(check_out=False)
         assert set_name == "release" and units
 
@@ -112,6 +147,8 @@ def test_wheel_names_are_valid_and_carry_the_tagging_label(full):
             "cxx11_abi": e["cxx11_abi"],
             "group": e["group"],
             "kernel_set": e["kernel_set"],
+            "torch_abi": e["torch_abi"],
+            "torch_min": e["torch_min"],
         }
         assert tagging.local_label(info) == e["label"]
         name, ver, build, tags = parse_wheel_filename(e["wheel"])
@@ -126,7 +163,10 @@ def test_cxx11_abi_label_per_os(full):
     for e in full:
         linux = e["os"].startswith("ubuntu")
         assert e["cxx11_abi"] is linux
-        assert e["label"] == f"{e['cu']}torch{e['torch']}cxx11abi{'true' if linux else 'false'}.{e['group']}"
+        if e["torch_abi"] == "stable":  # no C++11 ABI flag: no libstdc++ type crosses the stable ABI
+            assert e["label"] == f"{e['cu']}torchstable{matrix.TORCH_MIN}.{e['group']}"
+        else:
+            assert e["label"] == f"{e['cu']}torch{e['torch']}cxx11abi{'true' if linux else 'false'}.{e['group']}"
         assert e["wheel"].endswith("manylinux_2_28_x86_64.whl" if linux else "win_amd64.whl")
         assert e["container"] == (f"pytorch/manylinux2_28-builder:cuda{e['cuda']}" if linux else "")
         assert e["manylinux"] == ("manylinux_2_28" if linux else "")
@@ -136,7 +176,7 @@ def test_cxx11_abi_label_per_os(full):
 def test_a_non_release_kernel_set_never_carries_a_release_name(full, kernel_set):
     """A dry run (kernel_set=ci) builds wheels whose names differ from every release wheel's."""
     release_names = {e["wheel"] for e in full}
-    other = matrix.build_matrix(kernel_set=kernel_set)["include"]
+    other = matrix.build_matrix(kernel_set=kernel_set, torch_abi=full[0]["torch_abi"])["include"]
     assert len(other) == len(full)
     for e in other:
         assert e["label"].endswith(f".{e['group']}.{kernel_set}")
@@ -149,6 +189,12 @@ def test_example_of_the_design_document():
         "flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-cp310-abi3-manylinux_2_28_x86_64.whl"
     )
     assert e["command"] == "nox -s wheel_legacy -- --torch-version 2.14.1 --kernel-set release"
+    e = matrix.entry(
+        "ubuntu-24.04", "legacy", "13.0", "2.11.0", version="2.9.2.post1", torch_abi="stable", torches=["2.11.0"]
+    )
+    assert e["wheel"] == "flash_attn-2.9.2.post1+cu130torchstable2.11.legacy-cp310-abi3-manylinux_2_28_x86_64.whl"
+    assert e["command"] == "nox -s wheel_legacy -- --torch-version 2.11.0 --torch-abi stable --kernel-set release"
+    assert e["name"] == "legacy-cu130-torchstable2.11-linux"
 
 
 @pytest.mark.parametrize(
@@ -159,21 +205,23 @@ def test_example_of_the_design_document():
             lambda e: e["os"] == "windows-2022" and e["group"] == "legacy",
         ),
         (dict(cudas=["13.2"]), lambda e: e["cuda"] == "13.2"),
-        (dict(torches=["2.14"]), lambda e: e["torch"] == "2.14.1"),
-        (dict(torches=["2.11.0,2.12"]), lambda e: e["torch"] in ("2.11.0", "2.12.1")),
+        (dict(torches=["2.14"]), lambda e: "2.14.1" in e["torches"]),  # stable: the wheel that serves it
+        (dict(torches=["2.11.0,2.12"]), lambda e: {"2.11.0", "2.12.1"} & set(e["torches"])),
         (dict(oses=[""], groups=[""], cudas=[""], torches=[""]), lambda e: True),  # empty inputs mean all
     ],
 )
 def test_filters(full, filters, expect):
-    got = matrix.build_matrix(**filters)["include"]
+    got = matrix.build_matrix(**filters, torch_abi=full[0]["torch_abi"])["include"]
     assert got == [e for e in full if expect(e)]
     assert got
 
 
 def test_os_and_group_filter_selects_the_windows_legacy_builds():
-    got = matrix.build_matrix(oses=["windows-2022"], groups=["legacy"])["include"]
+    got = matrix.build_matrix(oses=["windows-2022"], groups=["legacy"], torch_abi="exact")["include"]
     assert len(got) == sum(len(c) for c in matrix.TORCH.values())
     assert {e["session"] for e in got} == {"wheel_legacy"}
+    got = matrix.build_matrix(oses=["windows-2022"], groups=["legacy"])["include"]
+    assert [e["name"] for e in got] == ["legacy-cu130-torchstable2.11-windows", "legacy-cu132-torchstable2.11-windows"]
 
 
 @pytest.mark.parametrize(
@@ -184,6 +232,7 @@ def test_os_and_group_filter_selects_the_windows_legacy_builds():
         (dict(cudas=["12.8"]), "--cuda", "13.0, 13.2"),
         (dict(torches=["2.10"]), "--torch", "2.11.0, 2.12.1, 2.13.0, 2.14.1, 2.15.0"),
         (dict(stage="wheels"), "--stage", "link, shards, gather"),
+        (dict(torch_abi="abi3"), "--torch-abi", "stable, exact"),
         (dict(kernel_set="full"), "--kernel-set", "release, dev, ci"),
         (dict(runners=["macos-14=big"]), "--runner OS", "ubuntu-24.04, windows-2022"),
     ],
@@ -222,7 +271,9 @@ def test_cli_prints_json_and_reports_errors(capsys, tmp_path):
     assert "unknown --os 'win'" in err and "windows-2022" in err
 
     assert matrix.main(["--format", "table", "--torch", "2.14"]) == 0
-    assert "nox -s wheel_legacy -- --torch-version 2.14.1" in capsys.readouterr().out
+    assert "nox -s wheel_legacy -- --torch-version 2.11.0 --torch-abi stable" in capsys.readouterr().out
+    assert matrix.main(["--format", "table", "--torch", "2.14", "--torch-abi", "exact"]) == 0
+    assert "nox -s wheel_legacy -- --torch-version 2.14.1 --kernel-set" in capsys.readouterr().out
 
 
 def test_retagging_a_build_of_an_entry_gives_the_promised_wheel_name(tmp_path):
@@ -239,6 +290,7 @@ def test_retagging_a_build_of_an_entry_gives_the_promised_wheel_name(tmp_path):
     picks = [
         matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.14.1"),
         matrix.entry("windows-2022", "blackwell", "13.2", "2.12.1"),
+        matrix.entry("windows-2022", "legacy", "13.2", "2.12.1", torch_abi="stable"),
     ]
     for i, e in enumerate(picks):
         info = build_info(
@@ -247,6 +299,8 @@ def test_retagging_a_build_of_an_entry_gives_the_promised_wheel_name(tmp_path):
             torch_version=f"{e['torch']}+{e['cu']}",
             cxx11_abi=e["cxx11_abi"],
             kernel_set=e["kernel_set"],
+            torch_abi=e["torch_abi"],
+            torch_min=e["torch_min"],
         )
         raw = make_wheel(tmp_path / f"raw{i}", group=e["group"], info=info)
         tagged = tagging.retag(raw, tmp_path / f"out{i}")
@@ -261,8 +315,8 @@ def test_shard_and_gather_entries_cover_each_kernels_build_once(full):
 
     ks = _kernel_set()
     builds = {(e["os"], e["cuda"], e["group"]) for e in full}
-    shards = matrix.build_matrix(stage="shards")["include"]
-    gathers = matrix.build_matrix(stage="gather")["include"]
+    shards = matrix.build_matrix(stage="shards", torch_abi=full[0]["torch_abi"])["include"]
+    gathers = matrix.build_matrix(stage="gather", torch_abi=full[0]["torch_abi"])["include"]
     assert len(gathers) == len(builds) == len(matrix.OSES) * len(matrix.CUDA) * len(matrix.GROUPS)
     assert len({e["name"] for e in shards}) == len(shards) and len({e["artifact"] for e in shards}) == len(shards)
     for g in gathers:
@@ -308,3 +362,10 @@ def _kernel_set():
     from release import _paths
 
     return _paths.kernel_set()
+
+
+def test_stable_entries_name_the_newest_torch_they_serve_for_the_second_smoke_test():
+    for e in matrix.build_matrix()["include"]:
+        assert e["torch_newest"] == "2.15.0" and e["torch_newest"] in e["torches"]
+    for e in matrix.build_matrix(torch_abi="exact")["include"]:
+        assert e["torch_newest"] == e["torch"]

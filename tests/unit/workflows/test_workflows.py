@@ -407,3 +407,11 @@ def test_pins_cli_prints_a_pin_per_name_and_refuses_unknown_names(capsys):
     assert pins.main(["nox", "ninja"]) == 0
     assert capsys.readouterr().out.split() == pins.lookup(["nox", "ninja"])
     assert pins.main(["no-such-tool"]) == 2 and "no pin for no-such-tool" in capsys.readouterr().err
+
+
+def test_link_jobs_smoke_test_a_stable_wheel_under_the_newest_torch_it_serves(release):
+    (step,) = [s for s in release["jobs"]["link"]["steps"] if "torch_newest" in str(s.get("name", ""))]
+    assert step["if"] == "matrix.torch_abi == 'stable' && matrix.torch_newest != matrix.torch"
+    assert step["env"]["NEWEST"] == "${{ matrix.torch_newest }}"
+    assert step["env"]["PIP_INDEX_URL"] == "${{ matrix.torch_index }}"
+    assert '--torch "$NEWEST"' in step["run"] and "nox -s smoke" in step["run"]
