@@ -24,7 +24,8 @@
 #   bash tools/device_session.sh stable    # issue 15, after the shards phase's sharded part (same lease):
 #                                              #   links the stable-ABI wheel from its kernels archive, runs
 #                                              #   the GPU checks on it, dropout bit for bit against the exact
-#                                              #   wheel, and the kernel benchmark of both (~6 min)
+#                                              #   wheel (tools/dropout_identity.py), dropout under CUDA-graph
+#                                              #   capture in both, and the kernel benchmark of both (~6 min)
 #
 # Switches (environment): JOBS (16) and TREE_JOBS (JOBS) size the two builds; WITH_TREE=1 starts the
 # tree's build beside ours in the build phase (both fit 128 GB at JOBS=12 TREE_JOBS=6); TIMED=0 leaves
@@ -413,7 +414,7 @@ unsharded)
 stable)
   # Issue 15 on the GPU: the stable-ABI wheel linked from the shards phase's kernels archive (the
   # binding alone compiles), checked like the exact wheel, then both side by side: dropout bit for bit
-  # (tools/dropout_abi_compare.py) and the kernel benchmark of both builds in one run. Needs the
+  # (tools/dropout_identity.py) and the kernel benchmark of both builds in one run. Needs the
   # shards phase's sharded part done in this lease (its archive, its exact wheel in site_shard).
   kernels=$(ls -d "$W"/bs/sharded/gathered/kernels-* 2>/dev/null | head -1)
   [ -n "$kernels" ] && [ -d "$W/site_shard" ] || { echo "stable: run the shards phase first (same lease)"; exit 2; }
@@ -429,20 +430,27 @@ stable)
   lib=$(ls "$W"/site_stable/flash_attn/_C_*.so | head -1)
   nm -D --undefined-only "$lib" | grep -c -E ' _ZN(2at|3c10)' > "$R/stable_aten_symbols.txt"
   STABLE_SITE="$W/site_stable${PYTHONPATH:+:$PYTHONPATH}"
+  SHARD_SITE_ALL="$W/site_shard${PYTHONPATH:+:$PYTHONPATH}"
   cd "$W" || exit 3
   PYTHONPATH="$STABLE_SITE" once stable_build_info 280 python3 -m flash_attn
   PYTHONPATH="$STABLE_SITE" once stable_release_paths 230 python3 "$ROOT/tools/release_paths.py" --dtype all || rc=1
   once stable_rescale_skip 190 python3 "$ROOT/tests/gpu/rescale_skip.py" --lib "$lib" --dims 64,128 || rc=1
   PYTHONPATH="$STABLE_SITE" once stable_opcheck 150 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
   PYTHONPATH="$STABLE_SITE" once stable_dropout_fp16 130 python3 "$ROOT/tools/dropout_rng.py" --dtype fp16 || rc=1
-  once stable_dropout_compare 100 python3 "$ROOT/tools/dropout_abi_compare.py" --out "$W/once/dropout_cmp" \
-    --site "exact=$W/site_shard" --site "stable=$W/site_stable" || rc=1
+  # dropout of both wheels for the same seeds, bit for bit; CUDA-graph capture with dropout in both
+  PYTHONPATH="$SHARD_SITE_ALL" once dropout_save_exact 120 python3 "$ROOT/tools/dropout_identity.py" --save "$W/once/exact.pt" || rc=1
+  PYTHONPATH="$STABLE_SITE" once dropout_save_stable 110 python3 "$ROOT/tools/dropout_identity.py" --save "$W/once/stable.pt" || rc=1
+  once dropout_compare 105 python3 "$ROOT/tools/dropout_identity.py" --compare "$W/once/exact.pt" "$W/once/stable.pt" || rc=1
+  capture="import sys; sys.path.insert(0, '$ROOT/tests/gpu'); import test_dropout_rng as t; t.test_dropout_in_cuda_graph_capture_never_reuses_one_mask(); print('PASSED')"
+  PYTHONPATH="$SHARD_SITE_ALL" once capture_exact 100 python3 -c "$capture" || rc=1
+  PYTHONPATH="$STABLE_SITE" once capture_stable 95 python3 -c "$capture" || rc=1
   PYTHONPATH="$STABLE_SITE" once stable_validate 60 python3 "$ROOT/tools/validate.py" --out "$R" --wheel "$wheel" || rc=1
   once stable_bench_kernels 5 python3 "$ROOT/bench/kernels.py" --out "$W/once/kernels_abi" \
     --build "exact=$W/site_shard" --build "stable=$W/site_stable" --host-overhead || rc=1
   cp "$W"/once/kernels_abi/*.md "$W"/once/kernels_abi/*.json "$R/" 2>/dev/null
   for s in stable_build_info stable_release_paths stable_rescale_skip stable_opcheck stable_dropout_fp16 \
-    stable_dropout_compare stable_validate stable_bench_kernels; do
+    dropout_save_exact dropout_save_stable dropout_compare capture_exact capture_stable stable_validate \
+    stable_bench_kernels; do
     [ -f "$W/once/$s.rc" ] || { echo "stable: $s not finished in this call; call the stable phase again"; exit 1; }
   done
   if [ "$rc" = 0 ]; then echo "stable: all done"; else echo "stable: all steps ran; some failed (rc $rc)"; fi

@@ -87,10 +87,21 @@ FWD_CASES = [
 ]
 
 
+def _rng_state(q, batch, heads, dropout_p):
+    """The forward's rng_state argument: None (the operator draws), except with dropout in a stable-ABI
+    build, whose operators cannot reach torch's generator: there the state flash_attn reserves."""
+    from flash_attn import _rng
+
+    if dropout_p > 0 and _rng.RESERVE:
+        return _rng.rng_state(_rng.generator_for(q.device), batch, heads)
+    return None
+
+
 def _fwd_args(dtype, b, sq, sk, h, hk, d, dropout_p, causal, window, alibi, return_softmax):
     slopes = torch.rand(h, device="cuda", dtype=torch.float32) if alibi else None
     q, k, v = _randn(b, sq, h, d, dtype=dtype), _randn(b, sk, hk, d, dtype=dtype), _randn(b, sk, hk, d, dtype=dtype)
-    return (q, k, v, slopes, dropout_p, d**-0.5, causal, window[0], window[1], 0.0, return_softmax, None)
+    rng = _rng_state(q, b, h, dropout_p)
+    return (q, k, v, slopes, dropout_p, d**-0.5, causal, window[0], window[1], 0.0, return_softmax, rng)
 
 
 def check_fwd(ops, case):
@@ -145,7 +156,7 @@ def _varlen_args(dtype, lengths_q, lengths_k, h, hk, d, dropout_p, causal, paged
         -1,
         0.0,
         False,
-        None,
+        _rng_state(q, len(lengths_q), h, dropout_p),
     )
 
 
