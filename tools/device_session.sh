@@ -444,6 +444,27 @@ stable)
   capture="import sys; sys.path.insert(0, '$ROOT/tests/gpu'); import test_dropout_rng as t; t.test_dropout_in_cuda_graph_capture_never_reuses_one_mask(); print('PASSED')"
   PYTHONPATH="$SHARD_SITE_ALL" once capture_exact 100 python3 -c "$capture" || rc=1
   PYTHONPATH="$STABLE_SITE" once capture_stable 95 python3 -c "$capture" || rc=1
+  # A stable-ABI wheel built on the CPU box against torch 2.14.1 (carried in .stable_cpu/, kernel set ci,
+  # sm_80 SASS + compute_80 PTX): its smoke checks under this machine's torch 2.11 in a venv, and one
+  # call on this GPU (the PTX JIT-compiles for sm_90), if the loader lets an sm_80 wheel run here.
+  cpu_wheel=$(ls "$ROOT"/.stable_cpu/flash_attn-*.whl 2>/dev/null | head -1)
+  if [ -n "$cpu_wheel" ]; then
+    if [ ! -x "$W/venv_cpu/bin/python" ]; then
+      python3 -m venv --system-site-packages --without-pip "$W/venv_cpu" &&
+        python3 -m pip install -q --no-index --no-deps --target "$(ls -d "$W"/venv_cpu/lib/python3*/site-packages)" "$cpu_wheel"
+    fi
+    mkdir -p "$W/smk" && cd "$W/smk" || exit 3
+    once cpu_wheel_smoke 90 "$W/venv_cpu/bin/python" "$ROOT/src/release/_smoke_check.py" \
+      --expect-version "$(basename "$cpu_wheel" | cut -d- -f2)" --group custom || rc=1
+    once cpu_wheel_gpu_call 80 "$W/venv_cpu/bin/python" -c "
+import torch, flash_attn
+q = torch.randn(1, 128, 2, 64, device='cuda', dtype=torch.float16)
+out = flash_attn.flash_attn_func(q, q, q)
+t = q.transpose(1, 2)
+ref = torch.nn.functional.scaled_dot_product_attention(t, t, t).transpose(1, 2)
+print('torch', torch.__version__, 'max |out - sdpa|', (out - ref).abs().max().item())"
+    cd "$W" || exit 3
+  fi
   PYTHONPATH="$STABLE_SITE" once stable_validate 60 python3 "$ROOT/tools/validate.py" --out "$R" --wheel "$wheel" || rc=1
   once stable_bench_kernels 5 python3 "$ROOT/bench/kernels.py" --out "$W/once/kernels_abi" \
     --build "exact=$W/site_shard" --build "stable=$W/site_stable" --host-overhead || rc=1

@@ -19,6 +19,9 @@ import sys
 import traceback
 
 RESULTS: list[dict] = []
+# The operators of docs/operators.md (flash_attn/_ops.py OPERATORS; repeated here: this script
+# imports nothing of the package before its own checks do).
+OPERATORS = ("fwd", "varlen_fwd", "bwd", "varlen_bwd", "fwd_kvcache", "build_info")
 FOUND: dict = {}
 
 
@@ -114,6 +117,45 @@ def main() -> int:
         compiled = json.loads(torch.ops.flash_attn.build_info())
         assert compiled == FOUND.get("build_info"), "torch.ops.flash_attn.build_info() differs from the build info file"
         return f"torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}"
+
+    @check("the operators are registered, with their fakes")
+    def _():
+        import torch
+
+        from flash_attn import _loader
+
+        _loader.require_library()  # loads the library (if not yet) and registers the fakes
+        names = [name for name in OPERATORS if hasattr(torch.ops.flash_attn, name)]
+        assert names == list(OPERATORS), f"missing: {sorted(set(OPERATORS) - set(names))}"
+        return ", ".join(str(getattr(torch.ops.flash_attn, n).default._schema).split("(")[0] for n in names)
+
+    @check("fake-tensor tracing of fwd and bwd (FakeTensorMode, CUDA fakes, no GPU needed)")
+    def _():
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        ops = torch.ops.flash_attn
+        with FakeTensorMode():
+            q = torch.empty(2, 100, 8, 64, dtype=torch.float16, device="cuda")
+            k = torch.empty(2, 300, 2, 64, dtype=torch.float16, device="cuda")
+            out, lse, _, rng = ops.fwd.default(q, k, k, None, 0.1, 0.125, True, -1, -1, 0.0, False, None)
+            dq, dk, dv, _ = ops.bwd.default(out, q, k, k, out, lse, None, 0.1, 0.125, True, -1, 0, 0.0, False, rng)
+        assert out.shape == q.shape and lse.shape == (2, 8, 100) and tuple(rng.shape) == (2,)
+        assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == k.shape
+        return f"out {tuple(out.shape)}, lse {tuple(lse.shape)}, dk {tuple(dk.shape)}"
+
+    @check("torch.compile(fullgraph=True) over the operators on meta inputs")
+    def _():
+        import torch
+
+        def attend(q, k, v):
+            return torch.ops.flash_attn.fwd.default(q, k, v, None, 0.0, 0.125, True, -1, -1, 0.0, False, None)[0]
+
+        q = torch.empty(2, 100, 8, 64, dtype=torch.bfloat16, device="meta")
+        k = torch.empty(2, 300, 2, 64, dtype=torch.bfloat16, device="meta")
+        out = torch.compile(attend, backend="eager", fullgraph=True)(q, k, k)
+        assert out.shape == q.shape and out.device.type == "meta"
+        return f"out {tuple(out.shape)} on meta"
 
     print(json.dumps({"checks": RESULTS, "build_info": FOUND.get("build_info")}))
     return 0 if all(r["ok"] for r in RESULTS) else 1
