@@ -287,6 +287,10 @@ def _worker(args: argparse.Namespace) -> int:
         grads = tuple(t.detach().clone().requires_grad_(True) for t in (q, k, v)) + (dout,)
         outputs: dict = {}
         for mode in MODES:
+            # Every implementation is timed in each of args.rounds rounds, in turn (ours, SDPA flash, ...,
+            # ours, ...), and the rounds' calls are pooled: a drift of clocks or of the host during the
+            # run then reaches every implementation alike instead of the one that ran at that moment.
+            live: dict[str, dict] = {}
             for name, (fn, context) in impls.items():
                 case = {"shape": asdict(shape), "mode": mode, "impl": name}
                 cases.append(case)
@@ -297,19 +301,36 @@ def _worker(args: argparse.Namespace) -> int:
                         if mode == "fwd":
                             outputs[name] = first
                         del first
-                        times, n = timed(call)
                 except Exception as exc:
                     case.update(status=classify_error(exc), message=f"{type(exc).__name__}: {str(exc)[:300]}")
                     with contextlib.suppress(Exception):
                         sync()
                     continue
-                stats = bc.summarize(times)
+                live[name] = {"case": case, "call": call, "context": context, "times": [], "n": 0}
+            for _ in range(args.rounds):
+                for name, entry in list(live.items()):
+                    try:
+                        with entry["context"]():
+                            times, n = timed(entry["call"])
+                    except Exception as exc:
+                        entry["case"].update(
+                            status=classify_error(exc), message=f"{type(exc).__name__}: {str(exc)[:300]}"
+                        )
+                        with contextlib.suppress(Exception):
+                            sync()
+                        del live[name]
+                        continue
+                    entry["times"] += times
+                    entry["n"] += n
+            for entry in live.values():
+                stats = bc.summarize(entry["times"])
                 flops = attention_flops(shape, mode, args.fwd_bwd_flop_factor)
                 rate = tflops(flops, stats["median"])  # None for a median of 0 ms (no timing resolution)
-                case.update(
+                entry["case"].update(
                     status="ok",
-                    timed_calls=n,
+                    timed_calls=entry["n"],
                     warmup_calls=args.warmup,
+                    rounds=args.rounds,
                     ms=stats,
                     tflops=None if rate is None else round(rate, 1),
                     flops=flops,
@@ -379,6 +400,8 @@ def _worker_command(
         str(args.max_iters),
         "--target-s",
         str(args.target_s),
+        "--rounds",
+        str(args.rounds),
         "--seed",
         str(args.seed),
         "--fwd-bwd-flop-factor",
@@ -433,7 +456,7 @@ def rows_with_ratios(merged: dict) -> list[dict]:
                 continue
             row["results"][impl] = {
                 k: c.get(k)
-                for k in ("status", "ms", "tflops", "timed_calls", "message", "max_abs_diff_vs_sdpa")
+                for k in ("status", "ms", "tflops", "timed_calls", "rounds", "message", "max_abs_diff_vs_sdpa")
                 if c.get(k) is not None
             }
         for ours in merged["ours"]:
@@ -469,8 +492,9 @@ def render_markdown(record: dict) -> str:
     conv = record["conventions"]
     parts = ["# flash_attn kernel benchmark\n\n", machine.markdown(record["machine"]), "\n## Conventions\n\n"]
     parts.append(
-        f"- cell: median latency in ms over >= {conv['min_timed_calls']} timed calls (CUDA events, after "
-        f"{conv['warmup_calls']} warm-up calls), with TFLOP/s in parentheses\n"
+        f"- cell: median latency in ms over >= {conv['min_timed_calls']} timed calls per round (CUDA events, "
+        f"after {conv['warmup_calls']} warm-up calls), {conv.get('rounds', 1)} round(s) per case with every "
+        "implementation timed in turn in each, the rounds' calls pooled; TFLOP/s in parentheses\n"
         f"- FLOPs: forward = 4*B*H*S^2*D, halved for causal; fwd_bwd = {conv['fwd_bwd_flop_factor']} x forward "
         f"(upstream's benchmark uses {UPSTREAM_FWD_BWD_FLOP_FACTOR} x for fwd+bwd: multiply fwd_bwd TFLOP/s by "
         f"{UPSTREAM_FWD_BWD_FLOP_FACTOR / conv['fwd_bwd_flop_factor']:.2f} to compare)\n"
@@ -563,6 +587,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="timed calls fill about this many seconds per case, within the bounds (default 0.2)",
     )
     p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds per case: every implementation is timed once per round, in turn, and the rounds' "
+        "calls are pooled (default 3)",
+    )
+    p.add_argument(
         "--fwd-bwd-flop-factor",
         type=float,
         default=FWD_BWD_FLOP_FACTOR,
@@ -589,6 +620,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--with-baselines", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--no-ours", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
     if args.min_iters < MIN_TIMED_CALLS:
         p.error(f"--min-iters must be at least {MIN_TIMED_CALLS}")
     if not args.worker and args.out is None:
@@ -678,6 +711,7 @@ def main(argv: list[str] | None = None) -> int:
             "min_timed_calls": max(args.min_iters, MIN_TIMED_CALLS),
             "max_timed_calls": args.max_iters,
             "target_seconds_per_case": args.target_s,
+            "rounds": args.rounds,
             "flops_fwd": "4*B*H*S^2*D, halved for causal",
             "fwd_bwd_flop_factor": args.fwd_bwd_flop_factor,
             "upstream_fwd_bwd_flop_factor": UPSTREAM_FWD_BWD_FLOP_FACTOR,
