@@ -162,7 +162,8 @@ endfunction()
 #   The key of this configuration's kernel objects (flash_attn_kernel_key over the fields below)
 #   and the unit names of its kernel set (all of them, also in a shard build). Fields: the system,
 #   nvcc and host compiler (id, version, CMAKE_CUDA_HOST_COMPILER), every CUDA flag (CMAKE_CUDA_FLAGS
-#   and those of the build type, the kernel flags, the fatbin compression), the C++ standard,
+#   and those of the build type, the kernel flags, the fatbin compression), the per-source naming
+#   flags (object_naming: flash_attn_object_naming_flags for a placeholder unit), the C++ standard,
 #   the definitions (A-1 threshold, A-2, the namespace), the gencode targets, the kernel set and
 #   its units, the staged upstream tree's stamp (sdist sha256 or a local tree's file hashes, with
 #   the delta code and FLASH_ATTN_APPLY_DELTAS), the CUTLASS folder when one is given, and the
@@ -192,12 +193,17 @@ function(flash_attn_kernel_key_of_this_build)
     list(APPEND inputs "${rel}=${h}")
   endforeach()
   string(REPLACE ";" "," units_text "${units}")
+  # the per-source naming flags (flash_attn_deterministic_objects), spelled for a placeholder unit
+  flash_attn_object_naming_flags(SOURCE "${CMAKE_BINARY_DIR}/kernels/units/<unit>.cu" BASE "${CMAKE_BINARY_DIR}"
+                                 COMPILER_ID "${CMAKE_CXX_COMPILER_ID}" OUT naming)
+  string(REPLACE ";" " " naming "${naming}")
   flash_attn_kernel_key(OUT_KEY key OUT_FIELDS fields FIELDS
     format 1
     system "${CMAKE_SYSTEM_NAME} ${CMAKE_SYSTEM_PROCESSOR}"
     cuda_compiler "${CMAKE_CUDA_COMPILER_ID} ${CMAKE_CUDA_COMPILER_VERSION}"
     host_compiler "${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} ${CMAKE_CUDA_HOST_COMPILER}"
     cuda_flags "${CMAKE_CUDA_FLAGS} ${CMAKE_CUDA_FLAGS_${config}} ${arg_CUDA_FLAGS} ${FLASH_ATTN_FATBIN_FLAGS}"
+    object_naming "${naming}"
     cxx_standard "${arg_STANDARD}"
     definitions "${arg_DEFINITIONS}"
     cuda_architectures "${arg_CUDA_ARCHITECTURES}"
@@ -227,19 +233,60 @@ function(flash_attn_torch_free_tree)
   message(STATUS "${out}")
 endfunction()
 
+# flash_attn_object_naming_flags(SOURCE <path> BASE <dir> COMPILER_ID <id> OUT <var>)
+#   The nvcc flags for one source that make cudafe++'s module id a function of SOURCE's path below
+#   BASE alone. The module id names every anonymous namespace (_GLOBAL__N_<id>) and prefixes the
+#   internal-linkage entities of headers (_INTERNAL_<id>, e.g. CCCL's cuda::std CPOs), on the host
+#   and in the PTX/cubins, so it reaches the symbol table and the fatbin. It reads
+#   _<crc of the source's absolute path>_<length>_<file name>_<crc>[_<process id>]; nvcc 13.0 adds
+#   cudafe++'s process id whenever the unit defines no external variable or non-template function
+#   to derive the id from, which is every instantiation unit (explicit specializations only).
+#   Measured (docs/release.md, "Kernels archives and shards", byte identity): two compiles of one
+#   unit differed in that id and, through it, in the fatbin's size; with these flags they are
+#   byte-identical, also in two build folders at different paths. <rel> below is SOURCE relative to
+#   BASE (kernels/units/<unit>.cu).
+#   - -frandom-seed=<rel>: nvcc's documented seed for the names it would otherwise make random
+#     (it replaces the process id); one value per source, as nvcc asks. nvcc hands it to cudafe++,
+#     cicc and, for GCC/Clang, the host compiler's own -frandom-seed. COMPILER_ID MSVC: cl.exe has no
+#     such option, so the seed goes to cudafe++ only (-Xcudafe=--frandom-seed), the tool that makes
+#     the module id (on Linux this gives the same bytes as the nvcc option).
+#   - -Xcudafe=--orig_src_path_name=<rel>: cudafe++ takes the last value of this option, so the id's
+#     path crc no longer depends on where the build folder is. Diagnostics keep the real path (they
+#     come from the preprocessed file's #line lines), and __FILE__ was expanded before cudafe++ ran.
+#   The flags of a placeholder source are a field of the build key
+#   (flash_attn_kernel_key_of_this_build): they change the objects' symbol names. Errors: none.
+function(flash_attn_object_naming_flags)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "SOURCE;BASE;COMPILER_ID;OUT" "")
+  file(RELATIVE_PATH rel "${arg_BASE}" "${arg_SOURCE}")
+  if(arg_COMPILER_ID STREQUAL "MSVC")
+    set(seed "-Xcudafe=--frandom-seed=${rel}")
+  else()
+    set(seed "-frandom-seed=${rel}")
+  endif()
+  set(${arg_OUT} "${seed};-Xcudafe=--orig_src_path_name=${rel}" PARENT_SCOPE)
+endfunction()
+
 # flash_attn_deterministic_objects(TARGET <CUDA target>)
-#   Gives the target's nvcc compiles `--keep --keep-dir=<build>/nvcc-intermediates`. Without it nvcc
-#   names its intermediate files tmpxft_<process id>_..., and those names end up in every object
-#   (the file symbol and the static initialiser's name), so two compiles of the same unit with the
-#   same inputs give different bytes; with it the intermediates are named after the source
-#   (fwd_hdim64_fp16.cudafe1.cpp) and those names are stable (measured here: the dispatch object's
-#   sha256 equal over two compiles, also through sccache). A kernel unit's object still varies in its
-#   fatbin and in cudafe++'s anonymous-namespace id (docs/evidence/cpu-2026-12-01-release-at-scale/). Not part of the build key: it changes no code and its folder
-#   differs between machines. release.kernels empties the folder after each build (it holds the
-#   preprocessed sources, PTX and cubins: tens of MB per unit).
+#   Makes the objects of the target's nvcc compiles a function of their inputs:
+#   - `--keep --keep-dir=<build>/nvcc-intermediates` for the whole target. Without it nvcc names its
+#     intermediate files tmpxft_<process id>_..., and those names end up in every object (the file
+#     symbol and the static initialiser's name); with it they are named after the source
+#     (fwd_hdim64_fp16.cudafe1.cpp). Not part of the build key: it changes no code and its folder
+#     differs between machines (it does not enter the object). release.kernels empties the folder
+#     after each build (it holds the preprocessed sources, PTX and cubins: tens of MB per unit).
+#   - flash_attn_object_naming_flags for each .cu source (its path below the build folder), as a
+#     source property: cudafe++'s module id without process id or absolute path.
 function(flash_attn_deterministic_objects)
   cmake_parse_arguments(PARSE_ARGV 0 arg "" "TARGET" "")
   set(dir "${CMAKE_BINARY_DIR}/nvcc-intermediates")
   file(MAKE_DIRECTORY "${dir}")
   target_compile_options(${arg_TARGET} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:--keep;--keep-dir=${dir}>")
+  get_target_property(sources ${arg_TARGET} SOURCES)
+  list(FILTER sources INCLUDE REGEX "\\.cu$")
+  foreach(src IN LISTS sources)
+    get_filename_component(src "${src}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    flash_attn_object_naming_flags(SOURCE "${src}" BASE "${CMAKE_BINARY_DIR}" COMPILER_ID "${CMAKE_CXX_COMPILER_ID}"
+                                   OUT naming)
+    set_property(SOURCE "${src}" APPEND PROPERTY COMPILE_OPTIONS ${naming})
+  endforeach()
 endfunction()

@@ -11,8 +11,8 @@
 3. in the second venv, builds the wheel with the same build root: the kernels build is reused, and
    the run's ``.ninja_log`` lines show that no kernel unit compiled (only the binding did);
 4. moves the kernels build away and compiles the kernels again in the second venv, at the same
-   path, and compares every object's sha256 with step 2's (paths enter the objects through
-   ``__FILE__`` in upstream's headers, hence the same path).
+   path, and compares every object's sha256 with step 2's (the objects hold no build path either:
+   docs/release.md, byte identity; the build test compares a recompile at another path).
 
 Writes DIR/torch_independence.json and DIR/README.md (the tables), and exits 1 when an object
 differs or the second wheel compiled a kernel unit.

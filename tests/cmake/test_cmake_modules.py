@@ -414,3 +414,24 @@ def test_the_kernel_key_is_a_hash_of_its_fields_in_any_order():
     for name in base:  # any field that changes changes the key
         assert _kernel_key(**{**base, name: base[name] + "x"})["KEY"] != one["KEY"], name
     assert '"definitions" : "FLASH_ATTN_RESCALE_THRESHOLD=8.0f"' in one["FIELDS"]
+
+
+def _naming(source: str, compiler_id: str) -> list[str]:
+    proc = run_script("object_naming.cmake", SOURCE=source, BASE="/b/kernels-x", COMPILER_ID=compiler_id)
+    return results(proc)["FLAGS"].split(";")
+
+
+@pytest.mark.parametrize("compiler_id", ["GNU", "Clang"])
+def test_object_naming_seeds_nvcc_with_the_path_below_the_build_folder(compiler_id):
+    flags = _naming("/b/kernels-x/kernels/units/fwd_hdim64_fp16.cu", compiler_id)
+    assert flags == [
+        "-frandom-seed=kernels/units/fwd_hdim64_fp16.cu",  # nvcc: cudafe++, cicc and the host compiler
+        "-Xcudafe=--orig_src_path_name=kernels/units/fwd_hdim64_fp16.cu",
+    ]
+    assert _naming("/b/kernels-x/kernels/units/bwd_hdim64_fp16.cu", compiler_id) != flags  # one seed per source
+
+
+def test_object_naming_gives_msvc_hosts_no_host_compiler_option():
+    flags = _naming("/b/kernels-x/kernels/dispatch.cu", "MSVC")
+    # cl.exe has no -frandom-seed: the seed goes to cudafe++ only (it makes the module id)
+    assert flags == ["-Xcudafe=--frandom-seed=kernels/dispatch.cu", "-Xcudafe=--orig_src_path_name=kernels/dispatch.cu"]
