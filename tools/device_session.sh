@@ -417,7 +417,12 @@ stable)
   # (tools/dropout_identity.py) and the kernel benchmark of both builds in one run. Needs the
   # shards phase's sharded part done in this lease (its archive, its exact wheel in site_shard).
   kernels=$(ls -d "$W"/bs/sharded/gathered/kernels-* 2>/dev/null | head -1)
-  [ -n "$kernels" ] && [ -d "$W/site_shard" ] || { echo "stable: run the shards phase first (same lease)"; exit 2; }
+  exact_wheel=$(ls "$W"/bs/wheel/flash_attn-*.whl 2>/dev/null | head -1)
+  [ -n "$kernels" ] && [ -n "$exact_wheel" ] || { echo "stable: run the shards phase first (same lease)"; exit 2; }
+  if [ ! -f "$W/site_shard/.from" ] || [ "$(cat "$W/site_shard/.from")" != "$exact_wheel" ]; then
+    rm -rf "$W/site_shard"; python3 -m pip install -q --no-deps --no-index --target "$W/site_shard" "$exact_wheel" || exit 3
+    echo "$exact_wheel" > "$W/site_shard/.from"
+  fi
   once stable_link 300 python3 -m release.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
     --sdist "$SDIST" --jobs "$JOBS" --kernels "$kernels" --torch-abi stable --no-smoke \
     --build-root "$W/stable_root" --out "$W/stable_dist" || { echo "stable: link failed"; exit 1; }
@@ -432,31 +437,37 @@ stable)
   STABLE_SITE="$W/site_stable${PYTHONPATH:+:$PYTHONPATH}"
   SHARD_SITE_ALL="$W/site_shard${PYTHONPATH:+:$PYTHONPATH}"
   cd "$W" || exit 3
-  PYTHONPATH="$STABLE_SITE" once stable_build_info 280 python3 -m flash_attn
-  PYTHONPATH="$STABLE_SITE" once stable_release_paths 230 python3 "$ROOT/tools/release_paths.py" --dtype all || rc=1
-  once stable_rescale_skip 190 python3 "$ROOT/tests/gpu/rescale_skip.py" --lib "$lib" --dims 64,128 || rc=1
-  PYTHONPATH="$STABLE_SITE" once stable_opcheck 150 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
-  PYTHONPATH="$STABLE_SITE" once stable_dropout_fp16 130 python3 "$ROOT/tools/dropout_rng.py" --dtype fp16 || rc=1
-  # dropout of both wheels for the same seeds, bit for bit; CUDA-graph capture with dropout in both
-  PYTHONPATH="$SHARD_SITE_ALL" once dropout_save_exact 120 python3 "$ROOT/tools/dropout_identity.py" --save "$W/once/exact.pt" || rc=1
-  PYTHONPATH="$STABLE_SITE" once dropout_save_stable 110 python3 "$ROOT/tools/dropout_identity.py" --save "$W/once/stable.pt" || rc=1
-  once dropout_compare 105 python3 "$ROOT/tools/dropout_identity.py" --compare "$W/once/exact.pt" "$W/once/stable.pt" || rc=1
+  PYTHONPATH="$STABLE_SITE" once stable_build_info 480 python3 -m flash_attn
+  PYTHONPATH="$STABLE_SITE" once stable_release_paths 430 python3 "$ROOT/tools/release_paths.py" --dtype all || rc=1
+  once stable_rescale_skip 390 python3 "$ROOT/tests/gpu/rescale_skip.py" --lib "$lib" --dims 64,128 || rc=1
+  # dropout of both wheels for the same seeds, bit for bit
+  PYTHONPATH="$SHARD_SITE_ALL" once dropout_save_exact 370 python3 "$ROOT/tools/dropout_identity.py" --save "$W/once/exact.pt" || rc=1
+  PYTHONPATH="$STABLE_SITE" once dropout_save_stable 350 python3 "$ROOT/tools/dropout_identity.py" --save "$W/once/stable.pt" || rc=1
+  once dropout_compare 345 python3 "$ROOT/tools/dropout_identity.py" --compare "$W/once/exact.pt" "$W/once/stable.pt" || rc=1
+  PYTHONPATH="$STABLE_SITE" once stable_validate 280 python3 "$ROOT/tools/validate.py" --out "$R" --wheel "$wheel" || rc=1
+  once stable_bench_kernels 100 python3 "$ROOT/bench/kernels.py" --out "$W/once/kernels_abi" --rounds "${BENCH_ROUNDS:-1}" \
+    --build "exact=$W/site_shard" --build "stable=$W/site_stable" --host-overhead || rc=1
+  PYTHONPATH="$STABLE_SITE" once stable_opcheck 60 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
+  PYTHONPATH="$STABLE_SITE" once stable_dropout_fp16 45 python3 "$ROOT/tools/dropout_rng.py" --dtype fp16 || rc=1
   capture="import sys; sys.path.insert(0, '$ROOT/tests/gpu'); import test_dropout_rng as t; t.test_dropout_in_cuda_graph_capture_never_reuses_one_mask(); print('PASSED')"
-  PYTHONPATH="$SHARD_SITE_ALL" once capture_exact 100 python3 -c "$capture" || rc=1
-  PYTHONPATH="$STABLE_SITE" once capture_stable 95 python3 -c "$capture" || rc=1
+  PYTHONPATH="$SHARD_SITE_ALL" once capture_exact 35 python3 -c "$capture" || rc=1
+  PYTHONPATH="$STABLE_SITE" once capture_stable 25 python3 -c "$capture" || rc=1
   # A stable-ABI wheel built on the CPU box against torch 2.14.1 (carried in .stable_cpu/, kernel set ci,
   # sm_80 SASS + compute_80 PTX): its smoke checks under this machine's torch 2.11 in a venv, and one
   # call on this GPU (the PTX JIT-compiles for sm_90), if the loader lets an sm_80 wheel run here.
   cpu_wheel=$(ls "$ROOT"/.stable_cpu/flash_attn-*.whl 2>/dev/null | head -1)
   if [ -n "$cpu_wheel" ]; then
     if [ ! -x "$W/venv_cpu/bin/python" ]; then
-      python3 -m venv --system-site-packages --without-pip "$W/venv_cpu" &&
+      python3 -m venv --without-pip "$W/venv_cpu" &&
         python3 -m pip install -q --no-index --no-deps --target "$(ls -d "$W"/venv_cpu/lib/python3*/site-packages)" "$cpu_wheel"
     fi
+    # torch from this machine's torch environment (itself a venv, so --system-site-packages misses it)
+    TORCH_SITE=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+    export PYTHONPATH="$PYTHONPATH:$TORCH_SITE"
     mkdir -p "$W/smk" && cd "$W/smk" || exit 3
-    once cpu_wheel_smoke 90 "$W/venv_cpu/bin/python" "$ROOT/src/release/_smoke_check.py" \
+    once cpu_wheel_smoke 12 "$W/venv_cpu/bin/python" "$ROOT/src/release/_smoke_check.py" \
       --expect-version "$(basename "$cpu_wheel" | cut -d- -f2)" --group custom || rc=1
-    once cpu_wheel_gpu_call 80 "$W/venv_cpu/bin/python" -c "
+    once cpu_wheel_gpu_call 2 "$W/venv_cpu/bin/python" -c "
 import torch, flash_attn
 q = torch.randn(1, 128, 2, 64, device='cuda', dtype=torch.float16)
 out = flash_attn.flash_attn_func(q, q, q)
@@ -465,13 +476,10 @@ ref = torch.nn.functional.scaled_dot_product_attention(t, t, t).transpose(1, 2)
 print('torch', torch.__version__, 'max |out - sdpa|', (out - ref).abs().max().item())"
     cd "$W" || exit 3
   fi
-  PYTHONPATH="$STABLE_SITE" once stable_validate 60 python3 "$ROOT/tools/validate.py" --out "$R" --wheel "$wheel" || rc=1
-  once stable_bench_kernels 5 python3 "$ROOT/bench/kernels.py" --out "$W/once/kernels_abi" \
-    --build "exact=$W/site_shard" --build "stable=$W/site_stable" --host-overhead || rc=1
   cp "$W"/once/kernels_abi/*.md "$W"/once/kernels_abi/*.json "$R/" 2>/dev/null
-  for s in stable_build_info stable_release_paths stable_rescale_skip stable_opcheck stable_dropout_fp16 \
-    dropout_save_exact dropout_save_stable dropout_compare capture_exact capture_stable stable_validate \
-    stable_bench_kernels; do
+  for s in stable_build_info stable_release_paths stable_rescale_skip dropout_save_exact dropout_save_stable \
+    dropout_compare stable_validate stable_bench_kernels stable_opcheck stable_dropout_fp16 capture_exact \
+    capture_stable; do
     [ -f "$W/once/$s.rc" ] || { echo "stable: $s not finished in this call; call the stable phase again"; exit 1; }
   done
   if [ "$rc" = 0 ]; then echo "stable: all done"; else echo "stable: all steps ran; some failed (rc $rc)"; fi

@@ -49,7 +49,7 @@ def run_shapes(device: str = "cuda") -> dict:
     result = {
         "flash_attn": flash_attn.__version__,
         "torch_abi": info.get("torch_abi") or "exact",
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),  # a plain str: weights_only loading refuses TorchVersion
         "seed": SEED,
         "p": P_DROP,
         "shapes": {},
@@ -66,11 +66,12 @@ def run_shapes(device: str = "cuda") -> dict:
             cu_t = torch.tensor(cu, dtype=torch.int32, device=device)
             longest = max(cu[i + 1] - cu[i] for i in range(len(cu) - 1))
             out, lse, probs = flash_attn.flash_attn_varlen_func(
-                q, k, v, cu_t, cu_t, longest, longest, dropout_p=P_DROP, causal=causal, return_attn_probs=True
+                q, k, v, cu_t, cu_t, longest, longest, dropout_p=P_DROP, causal=causal, return_attn_probs=True,
+                deterministic=True,
             )
         else:
             out, lse, probs = flash_attn.flash_attn_func(
-                q, k, v, dropout_p=P_DROP, causal=causal, return_attn_probs=True
+                q, k, v, dropout_p=P_DROP, causal=causal, return_attn_probs=True, deterministic=True
             )
         offset = torch.cuda.default_generators[torch.cuda.current_device()].get_offset()
         out.backward(dout)

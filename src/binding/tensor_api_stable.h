@@ -133,10 +133,17 @@ inline void clear_probability_padding(Tensor& p, const Tensor& len_q, const Tens
   }
 }
 
-// Per-sequence lengths from int32 prefix sums (B+1,): (B,) on the same device.
+// Per-sequence lengths from int32 prefix sums (B+1,): (B,) int32 on the host (the only caller,
+// clear_probability_padding, reads them there; torch's subtract shim failed on CUDA int32 on an H200).
 inline Tensor lengths_of(const Tensor& cu_seqlens) {
-  const int64_t b = cu_seqlens.size(0) - 1;
-  return torch::stable::subtract(narrowed(cu_seqlens, 0, 1, b), narrowed(cu_seqlens, 0, 0, b));
+  const Device cpu(c10::DeviceType::CPU);
+  const Tensor host = as_contiguous(to_device(cu_seqlens, cpu));
+  const int64_t b = host.size(0) - 1;
+  Tensor lengths = alloc({b}, kInt, cpu);
+  const auto* cu = static_cast<const int32_t*>(host.data_ptr());
+  auto* out = static_cast<int32_t*>(lengths.data_ptr());
+  for (int64_t i = 0; i < b; ++i) out[i] = cu[i + 1] - cu[i];
+  return lengths;
 }
 
 }  // namespace flash_attn_wheels::binding
