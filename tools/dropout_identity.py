@@ -66,7 +66,16 @@ def run_shapes(device: str = "cuda") -> dict:
             cu_t = torch.tensor(cu, dtype=torch.int32, device=device)
             longest = max(cu[i + 1] - cu[i] for i in range(len(cu) - 1))
             out, lse, probs = flash_attn.flash_attn_varlen_func(
-                q, k, v, cu_t, cu_t, longest, longest, dropout_p=P_DROP, causal=causal, return_attn_probs=True,
+                q,
+                k,
+                v,
+                cu_t,
+                cu_t,
+                longest,
+                longest,
+                dropout_p=P_DROP,
+                causal=causal,
+                return_attn_probs=True,
                 deterministic=True,
             )
         else:

@@ -130,7 +130,12 @@ def test_main_style_tree_gets_the_four_word_binding_and_compiles_the_binding_fir
     # the torch-free kernel library of the group: the dispatch and the units
     kernels = {o for o in graph if "flash_attn_kernels_custom.dir" in o and o.endswith(".o")}
     assert {Path(o).name for o in binding} == {
-        "params.cpp.o", "fwd.cpp.o", "bwd.cpp.o", "kvcache.cpp.o", "ops.cpp.o", "torch_free_bridge.cpp.o",
+        "params.cpp.o",
+        "fwd.cpp.o",
+        "bwd.cpp.o",
+        "kvcache.cpp.o",
+        "ops.cpp.o",
+        "torch_free_bridge.cpp.o",
         "kernel_errors.cpp.o",
     }  # fmt: skip  (the exact ABI: ops_stable.cpp belongs to FLASH_ATTN_TORCH_ABI=stable)
     assert sorted(Path(o).name for o in kernels) == ["dispatch.cu.o", "fwd_hdim64_fp16.cu.o"]
