@@ -212,6 +212,14 @@ sharded_part() {
 }
 sharded_build() { sharded_part sharded; }
 unsharded_build() { sharded_part unsharded; }
+shards_machine() {  # the machine of the shards phase's builds, written once per lease
+  [ -f "$W/shards_machine.txt" ] || {
+    nproc; free -g | head -2; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+    python3 -c 'import torch, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "python", sys.version.split()[0])'
+    cmake --version | head -1; nvcc --version | tail -1; ninja --version
+  } > "$W/shards_machine.txt" 2>&1
+  cp "$W/shards_machine.txt" "$R/machine.txt"
+}
 shard_progress() {  # the last progress line of each build of the shards phase (release.progress)
   local f
   for f in "$W"/bs/sharded/logs/*.log "$W"/bs/unsharded/logs/*.log; do
@@ -332,12 +340,7 @@ bench)
   exit $rc
   ;;
 shards)
-  [ -f "$W/shards_machine.txt" ] || {
-    nproc; free -g | head -2; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-    python3 -c 'import torch, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "python", sys.version.split()[0])'
-    cmake --version | head -1; nvcc --version | tail -1; ninja --version
-  } > "$W/shards_machine.txt" 2>&1
-  cp "$W/shards_machine.txt" "$R/machine.txt"
+  shards_machine
   # release.wheels builds with `python -m build --no-isolation` and its dependency check (pyproject's
   # build requires: scikit-build-core, cmake, ninja as Python packages) and retags with `wheel`
   if [ "${FLASH_ATTN_BENCH_SHARDED_FAKE:-0}" != 1 ] && ! python3 -c 'import build, packaging, wheel, ninja, scikit_build_core' 2> "$R/preflight.txt"; then
@@ -400,12 +403,7 @@ shards)
 unsharded)
   # The unsharded build of the shards phase's set alone (16 jobs, about 7 minutes), for a lease that
   # runs it first: the shards phase then finds it done and writes the report after its sharded part.
-  [ -f "$W/shards_machine.txt" ] || {
-    nproc; free -g | head -2; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-    python3 -c 'import torch, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "python", sys.version.split()[0])'
-    cmake --version | head -1; nvcc --version | tail -1; ninja --version
-  } > "$W/shards_machine.txt" 2>&1
-  cp "$W/shards_machine.txt" "$R/machine.txt"
+  shards_machine
   wait_part unsharded unsharded_build || exit 1
   cp "$W"/bs/unsharded.json "$W"/bs/unsharded/logs/*.log "$R/" 2>/dev/null
   echo "unsharded: done ($(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["wall_seconds"])' "$W/bs/unsharded.json") s)"

@@ -24,13 +24,7 @@ std::string build_info() { return std::string(kFlashAttnBuildInfoJson); }
 }  // namespace flash_attn_wheels::binding
 
 TORCH_LIBRARY(flash_attn, m) {
-  namespace schemas = flash_attn_wheels::binding::schemas;
-  m.def(schemas::kFwdSchema);
-  m.def(schemas::kVarlenFwdSchema);
-  m.def(schemas::kBwdSchema);
-  m.def(schemas::kVarlenBwdSchema);
-  m.def(schemas::kFwdKvcacheSchema);
-  m.def(schemas::kBuildInfoSchema);
+  flash_attn_wheels::binding::schemas::define_operators(m);
 }
 
 namespace {

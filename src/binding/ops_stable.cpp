@@ -20,16 +20,13 @@ std::string build_info() { return std::string(kFlashAttnBuildInfoJson); }
 }  // namespace flash_attn_wheels::binding
 
 STABLE_TORCH_LIBRARY(flash_attn, m) {
-  namespace schemas = flash_attn_wheels::binding::schemas;
-  m.def(schemas::kFwdSchema);
-  m.def(schemas::kVarlenFwdSchema);
-  m.def(schemas::kBwdSchema);
-  m.def(schemas::kVarlenBwdSchema);
-  m.def(schemas::kFwdKvcacheSchema);
-  m.def(schemas::kBuildInfoSchema);
+  flash_attn_wheels::binding::schemas::define_operators(m);
 }
 
-STABLE_TORCH_LIBRARY_IMPL(flash_attn, CUDA, m) {
+namespace {
+
+// The same kernels serve CUDA and CPU dispatch (see the file comment for why CPU).
+void register_device_kernels(torch::stable::detail::StableLibrary& m) {
   namespace ops = flash_attn_wheels::binding;
   m.impl("fwd", TORCH_BOX(&ops::fwd));
   m.impl("varlen_fwd", TORCH_BOX(&ops::varlen_fwd));
@@ -38,14 +35,11 @@ STABLE_TORCH_LIBRARY_IMPL(flash_attn, CUDA, m) {
   m.impl("fwd_kvcache", TORCH_BOX(&ops::fwd_kvcache));
 }
 
-STABLE_TORCH_LIBRARY_IMPL(flash_attn, CPU, m) {
-  namespace ops = flash_attn_wheels::binding;
-  m.impl("fwd", TORCH_BOX(&ops::fwd));
-  m.impl("varlen_fwd", TORCH_BOX(&ops::varlen_fwd));
-  m.impl("bwd", TORCH_BOX(&ops::bwd));
-  m.impl("varlen_bwd", TORCH_BOX(&ops::varlen_bwd));
-  m.impl("fwd_kvcache", TORCH_BOX(&ops::fwd_kvcache));
-}
+}  // namespace
+
+STABLE_TORCH_LIBRARY_IMPL(flash_attn, CUDA, m) { register_device_kernels(m); }
+
+STABLE_TORCH_LIBRARY_IMPL(flash_attn, CPU, m) { register_device_kernels(m); }
 
 STABLE_TORCH_LIBRARY_IMPL(flash_attn, CompositeExplicitAutograd, m) {
   m.impl("build_info", TORCH_BOX(&flash_attn_wheels::binding::build_info));

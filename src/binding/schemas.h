@@ -46,4 +46,16 @@ inline constexpr const char* kFwdKvcacheSchema =
 inline constexpr const char* kBuildInfoSchema =
     "build_info() -> str";
 
+// Defines every operator on a library object: TORCH_LIBRARY's torch::Library (ops.cpp) or
+// STABLE_TORCH_LIBRARY's StableLibrary (ops_stable.cpp); both take a schema string in def().
+template <typename Library>
+void define_operators(Library& m) {
+  m.def(kFwdSchema);
+  m.def(kVarlenFwdSchema);
+  m.def(kBwdSchema);
+  m.def(kVarlenBwdSchema);
+  m.def(kFwdKvcacheSchema);
+  m.def(kBuildInfoSchema);
+}
+
 }  // namespace flash_attn_wheels::binding::schemas

@@ -17,6 +17,7 @@
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 
+#include "dtypes.h"  // DType and the dtype constants
 #include "torch_free_bridge.h"  // kernel_philox_state: at::PhiloxCudaState -> PhiloxState
 
 namespace flash_attn_wheels::binding {
@@ -24,14 +25,7 @@ namespace flash_attn_wheels::binding {
 using Tensor = at::Tensor;
 using Device = c10::Device;
 using DeviceIndex = c10::DeviceIndex;
-using DType = c10::ScalarType;
 using IntList = c10::IntArrayRef;
-
-inline constexpr DType kHalf = c10::ScalarType::Half;
-inline constexpr DType kBFloat16 = c10::ScalarType::BFloat16;
-inline constexpr DType kFloat = c10::ScalarType::Float;
-inline constexpr DType kInt = c10::ScalarType::Int;
-inline constexpr DType kLong = c10::ScalarType::Long;
 
 // Throws c10::Error whose message is the parts streamed one after another.
 template <typename... Parts>

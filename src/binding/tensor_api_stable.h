@@ -33,6 +33,7 @@
 #include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/HeaderOnlyArrayRef.h>
 
+#include "dtypes.h"  // DType and the dtype constants
 #include "torch_free/torch_free.h"  // PhiloxState
 
 namespace flash_attn_wheels::binding {
@@ -40,14 +41,7 @@ namespace flash_attn_wheels::binding {
 using Tensor = torch::stable::Tensor;
 using Device = torch::stable::Device;
 using DeviceIndex = torch::stable::DeviceIndex;
-using DType = c10::ScalarType;
 using IntList = torch::headeronly::IntHeaderOnlyArrayRef;
-
-inline constexpr DType kHalf = c10::ScalarType::Half;
-inline constexpr DType kBFloat16 = c10::ScalarType::BFloat16;
-inline constexpr DType kFloat = c10::ScalarType::Float;
-inline constexpr DType kInt = c10::ScalarType::Int;
-inline constexpr DType kLong = c10::ScalarType::Long;
 
 // Throws std::runtime_error whose message is the parts streamed one after another.
 template <typename... Parts>

@@ -1,7 +1,8 @@
 """Source-level checks of the C++ operator binding (src/binding); no build, no GPU.
 
-- The schemas (src/binding/schemas.h) are exactly those of docs/operators.md, and both
-  registrations (ops.cpp on ATen, ops_stable.cpp on the stable ABI) define and implement every one.
+- The schemas (src/binding/schemas.h, defined by its define_operators) are exactly those of
+  docs/operators.md, and both registrations (ops.cpp on ATen, ops_stable.cpp on the stable ABI) call
+  define_operators and implement every operator.
 - The sources of the stable-ABI build include no ATen, c10 library or torch/library.h header.
 - The binding never touches the Python C API / pybind11 (the wheel is abi3) and marks nothing
   for export (the library is built with hidden visibility).
@@ -58,17 +59,17 @@ def schema_constants() -> dict[str, str]:
     return out
 
 
-def registered_schemas(path: Path = OPS_CPP) -> dict[str, str]:
-    """name -> schema of every m.def in a registration file (its argument names a schemas.h constant)."""
+def registered_schemas() -> dict[str, str]:
+    """name -> schema of every m.def in schemas.h's define_operators (its argument names a constant)."""
     constants = schema_constants()
-    source = _strip_comments(path.read_text())
+    source = _strip_comments(SCHEMAS_H.read_text())
     schemas = {}
     for args in _calls(source, "def"):
         constant = args.strip().split("::")[-1]
-        assert constant in constants, f"{path.name}: m.def({args.strip()}) is not a schemas.h constant"
+        assert constant in constants, f"schemas.h: m.def({args.strip()}) is not a schemas.h constant"
         schema = constants[constant]
         name = schema.split("(", 1)[0].strip()
-        assert name not in schemas, f"operator {name} defined twice in {path.name}"
+        assert name not in schemas, f"operator {name} defined twice in schemas.h"
         schemas[name] = schema
     return schemas
 
@@ -106,13 +107,19 @@ def test_docs_table_is_parsed():
 
 def test_registered_schemas_match_docs():
     documented = documented_schemas()
-    for path in REGISTRATIONS:
-        registered = registered_schemas(path)
-        assert set(registered) == set(documented), path.name
-        for name, schema in documented.items():
-            assert registered[name] == schema, (
-                f"schema of {name} differs:\n  {path.name}: {registered[name]}\n  docs:    {schema}"
-            )
+    registered = registered_schemas()
+    assert set(registered) == set(documented)
+    for name, schema in documented.items():
+        assert registered[name] == schema, (
+            f"schema of {name} differs:\n  schemas.h: {registered[name]}\n  docs:    {schema}"
+        )
+
+
+def test_both_registrations_define_every_operator_of_schemas_h():
+    for path, library in ((OPS_CPP, "TORCH_LIBRARY"), (OPS_STABLE_CPP, "STABLE_TORCH_LIBRARY")):
+        source = _strip_comments(path.read_text())
+        block = re.search(r"\b" + library + r"\s*\(\s*flash_attn\s*,\s*m\s*\)\s*\{([^}]*)\}", source)
+        assert block and "define_operators(m)" in block.group(1), f"{path.name} does not define the operators"
 
 
 def test_every_operator_is_implemented():
