@@ -41,6 +41,7 @@ returns an int64 ``(2,)`` CPU tensor. It is registered by :func:`configure` for 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -129,10 +130,19 @@ def reserve(generator: PhiloxGenerator, batch: int, heads: int) -> tuple[int, in
     return _take(generator, philox_increment(batch, heads))
 
 
+# Read-and-advance of the offset as one step for the Python threads of this process (get_offset and
+# set_offset each take the generator's lock, but not both at once). C++ users of the same generator in
+# other threads (torch's own random ops) take only the generator's lock, so a draw of theirs between
+# the two calls can still overlap ours: the exact build, which holds that lock across both, has no
+# such window (docs/stable-abi.md).
+_TAKE_LOCK = threading.Lock()
+
+
 def _take(generator: PhiloxGenerator, increment: int) -> tuple[int, int]:
-    seed = generator.initial_seed()
-    offset = generator.get_offset()
-    generator.set_offset(offset + increment)
+    with _TAKE_LOCK:
+        seed = generator.initial_seed()
+        offset = generator.get_offset()
+        generator.set_offset(offset + increment)
     return as_int64(seed), offset
 
 

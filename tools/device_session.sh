@@ -431,7 +431,7 @@ stable)
     echo "$wheel" > "$W/site_stable/.from"
   fi
   lib=$(ls "$W"/site_stable/flash_attn/_C_*.so | head -1)
-  nm -D --undefined-only "$lib" | grep -c -E ' _ZN(2at|3c10)' > "$R/stable_aten_symbols.txt"
+  nm -D -C --undefined-only "$lib" | grep -c -E '\b(at|c10)::' > "$R/stable_aten_symbols.txt"  # as the build test
   STABLE_SITE="$W/site_stable${PYTHONPATH:+:$PYTHONPATH}"
   SHARD_SITE_ALL="$W/site_shard${PYTHONPATH:+:$PYTHONPATH}"
   cd "$W" || exit 3

@@ -34,7 +34,7 @@ template <typename... Parts>
   std::abort();  // not reached: TORCH_CHECK(false, ...) throws
 }
 
-inline std::string device_text(const Device& d) { return d.str(); }
+inline std::string device_name(const Device& d) { return d.str(); }
 
 inline Tensor alloc(IntList sizes, DType dtype, const Device& device) {
   return at::empty(sizes, at::TensorOptions().dtype(dtype).device(device));

@@ -51,9 +51,10 @@ template <typename... Parts>
   throw std::runtime_error(message.str());
 }
 
-inline std::string device_text(const Device& d) {
+inline std::string device_name(const Device& d) {
   if (d.is_cuda()) return "cuda:" + std::to_string(static_cast<int>(d.index()));
   if (d.is_cpu()) return "cpu";
+  if (d.type() == c10::DeviceType::Meta) return "meta";
   return "device type " + std::to_string(static_cast<int>(d.type()));
 }
 
@@ -128,7 +129,8 @@ inline void clear_probability_padding(Tensor& p, const Tensor& len_q, const Tens
 }
 
 // Per-sequence lengths from int32 prefix sums (B+1,): (B,) int32 on the host (the only caller,
-// clear_probability_padding, reads them there; torch's subtract shim failed on CUDA int32 on an H200).
+// clear_probability_padding, reads them there; the stable subtract passes its alpha as a double,
+// which ATen refuses for integer tensors).
 inline Tensor lengths_of(const Tensor& cu_seqlens) {
   const Device cpu(c10::DeviceType::CPU);
   const Tensor host = as_contiguous(to_device(cu_seqlens, cpu));

@@ -8,10 +8,11 @@
 //   - the Philox state the forward kernel reads its dropout seed and offset from (PhiloxState);
 //   - its unpack into (seed, offset);
 //   - C10_CUDA_CHECK / C10_CUDA_KERNEL_LAUNCH_CHECK, which here call raise_cuda_error.
-// The binding, compiled against torch, defines raise_error and raise_cuda_error (they throw
-// c10::Error, a RuntimeError in Python) and converts torch's at::PhiloxCudaState into PhiloxState,
-// with static_asserts that every torch member it reads exists with a type that fits
-// (src/binding/torch_free_bridge.cpp).
+// The binding defines raise_error and raise_cuda_error (src/binding/kernel_errors.cpp: a RuntimeError
+// in Python, in both torch ABIs); its exact (ATen) build converts torch's at::PhiloxCudaState into
+// PhiloxState, with static_asserts that every torch member it reads exists with a type that fits
+// (src/binding/torch_free_bridge.cpp), and its stable-ABI build fills PhiloxState from the rng_state
+// the Python layer reserves.
 #pragma once
 
 #include <cstdint>
