@@ -21,6 +21,11 @@
 #                                              #   the same set (SHARDS N*M jobs, detached); then the report
 #                                              #   build_sharded.md. Each call skips what is done.
 #   bash tools/device_session.sh unsharded # the shards phase's unsharded build alone, first in a lease (~7 min)
+#   bash tools/device_session.sh host      # issue 14, call it until it says "host: all done" (~3 calls):
+#                                              #   the dev set's kernels once (detached), then each call relinks
+#                                              #   the exact and the stable-ABI wheel from them, opcheck and
+#                                              #   tools/host_profile.py on both, the kernel benchmark of both
+#                                              #   with the host-overhead table (HOST_STEPS picks; BENCH_ROUNDS 3)
 #   bash tools/device_session.sh stable    # issue 15, after the shards phase's sharded part (same lease):
 #                                              #   links the stable-ABI wheel from its kernels archive, runs
 #                                              #   the GPU checks on it, dropout bit for bit against the exact
@@ -62,7 +67,7 @@
 #            --upstream-mode units), 16 jobs, alone on the machine -> build benchmark
 # The A-1 builds of the first lease (threshold 8 / 0 / broken) are in docs/evidence/h200-2026-11-29.
 set -u
-phase=${1:?usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable}
+phase=${1:?usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable|host}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=${W:-/tmp/fa}
 OUT=${OUT:-$W/out}
@@ -180,6 +185,10 @@ tree_wheel() {
     -C cmake.define.FLASH_ATTN_CUTLASS_DIR="$W/tree/pin/flash_attn-$UPSTREAM/csrc/cutlass/include" "$ROOT"
 }
 export TREE_KSET TREE_JOBS
+host_build() {  # the host phase's kernels (and a first exact wheel): release.wheels compiles and archives them
+  python3 -m release.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" --sdist "$SDIST" \
+    --jobs "$JOBS" --torch-abi exact --no-smoke --build-root "$W/host_root" --out "$W/host_first"
+}
 timed_steps() {  # wheel: validation report and kernel benchmark (with host overhead) on a quiet machine
   PYTHONPATH="$SITE" step validate 150 python3 "$ROOT/tools/validate.py" --out "$R" --wheel "$1" || rc=1
   step bench_kernels 70 python3 "$ROOT/bench/kernels.py" --out "$R" --build "dev=$W/site_dev" --host-overhead || rc=1
@@ -483,5 +492,58 @@ print('torch', torch.__version__, 'max |out - sdpa|', (out - ref).abs().max().it
   if [ "$rc" = 0 ]; then echo "stable: all done"; else echo "stable: all steps ran; some failed (rc $rc)"; fi
   exit $rc
   ;;
-*) echo "usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable" >&2; exit 2 ;;
+host)
+  # Issue 14 on the GPU: the dev set's kernels compiled once (release.wheels, exact ABI, detached; about
+  # 9 minutes), then every call relinks the exact and the stable-ABI wheel from that kernels archive (the
+  # binding alone compiles, so a changed binding costs a minute) and runs HOST_STEPS (default: opcheck and
+  # host profile of both wheels, then the kernel benchmark of both with the host-overhead table). Steps
+  # done by an earlier call of this lease are skipped unless the binding changed (each wheel's sha256
+  # names its results); call it until it says "host: all done".
+  HOST_ROOT=$W/host_root
+  [ -f "$W/hostbuild.done" ] || background hostbuild host_build
+  wait_for hostbuild "$(left 30)" || {
+    if [ -f "$W/hostbuild.failed" ]; then echo "host: the dev build failed"; else echo "host: the dev build is not ready (call the host phase again at once; it keeps building)"; fi
+    tail -n 8 "$W/hostbuild.log"; exit 1
+  }
+  kernels=$(ls -d "$HOST_ROOT"/kernels-*/archive/kernels-* 2>/dev/null | head -1)
+  [ -n "$kernels" ] || { echo "host: no kernels archive under $HOST_ROOT"; exit 1; }
+  cd "$W" || exit 3  # never import the checkout's flash_attn/
+  key=""
+  for abi in exact stable; do
+    rm -rf "$W/host_$abi"
+    step "link_$abi" 200 python3 -m release.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
+      --sdist "$SDIST" --jobs "$JOBS" --kernels "$kernels" --torch-abi "$abi" --no-smoke \
+      --build-root "$HOST_ROOT" --out "$W/host_$abi" > /dev/null || { echo "host: linking the $abi wheel failed"; tail -n 30 "$R/link_$abi.txt"; exit 1; }
+    wheel=$(ls "$W/host_$abi"/flash_attn-*.whl | head -1)
+    sha256sum "$wheel" | tee "$R/wheel_$abi.sha256"
+    key="$key$(sha256sum < "$wheel" | cut -c1-12)"
+    rm -rf "$W/site_$abi"; python3 -m pip install -q --no-deps --no-index --target "$W/site_$abi" "$wheel" || exit 3
+  done
+  [ "$(cat "$W/once/host_key" 2>/dev/null)" = "$key" ] || { rm -f "$W"/once/host_*; mkdir -p "$W/once"; echo "$key" > "$W/once/host_key"; }
+  EXACT_SITE="$W/site_exact${PYTHONPATH:+:$PYTHONPATH}"
+  STABLE_SITE="$W/site_stable${PYTHONPATH:+:$PYTHONPATH}"
+  for s in ${HOST_STEPS:-opcheck profile bench}; do
+    case "$s" in
+    opcheck)
+      PYTHONPATH="$EXACT_SITE" once host_opcheck_exact 420 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
+      PYTHONPATH="$STABLE_SITE" once host_opcheck_stable 400 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1 ;;
+    profile)
+      PYTHONPATH="$EXACT_SITE" once host_profile_exact 380 python3 "$ROOT/tools/host_profile.py" || rc=1
+      PYTHONPATH="$STABLE_SITE" once host_profile_stable 360 python3 "$ROOT/tools/host_profile.py" || rc=1 ;;
+    bench)
+      once host_bench_kernels 5 python3 "$ROOT/bench/kernels.py" --out "$W/once/host_kernels" --rounds "${BENCH_ROUNDS:-3}" \
+        --build "exact=$W/site_exact" --build "stable=$W/site_stable" --host-overhead || rc=1
+      cp "$W"/once/host_kernels/*.md "$W"/once/host_kernels/*.json "$R/" 2>/dev/null ;;
+    *) echo "host: unknown step $s (opcheck, profile, bench)"; exit 2 ;;
+    esac
+  done
+  for s in ${HOST_STEPS:-opcheck profile bench}; do
+    for f in $(case "$s" in opcheck) echo host_opcheck_exact host_opcheck_stable;; profile) echo host_profile_exact host_profile_stable;; bench) echo host_bench_kernels;; esac); do
+      [ -f "$W/once/$f.rc" ] || { echo "host: $f not finished in this call; call the host phase again"; exit 1; }
+    done
+  done
+  if [ "$rc" = 0 ]; then echo "host: all done"; else echo "host: all steps ran; some failed (rc $rc)"; fi
+  exit $rc
+  ;;
+*) echo "usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable|host" >&2; exit 2 ;;
 esac

@@ -31,23 +31,6 @@ inline Tensor with_unit_last_stride(const Tensor& t) {
   return t.defined() && t.dim() >= 1 && stride_from_end(t, 1) != 1 ? as_contiguous(t) : t;
 }
 
-// The Python spelling of a dtype ("torch.float32"), so that messages name what users type.
-inline const char* torch_dtype_name(DType st) {
-  switch (st) {
-    case kHalf: return "torch.float16";
-    case kBFloat16: return "torch.bfloat16";
-    case kFloat: return "torch.float32";
-    case c10::ScalarType::Double: return "torch.float64";
-    case kInt: return "torch.int32";
-    case kLong: return "torch.int64";
-    case c10::ScalarType::Short: return "torch.int16";
-    case c10::ScalarType::Char: return "torch.int8";
-    case c10::ScalarType::Byte: return "torch.uint8";
-    case c10::ScalarType::Bool: return "torch.bool";
-    default: return c10::toString(st);
-  }
-}
-
 // Validates the arguments of one operator call; `op` prefixes every message.
 class ArgChecker {
  public:

@@ -8,6 +8,7 @@
 #include <string>
 
 #include <ATen/ATen.h>
+#include <ATen/cuda/EmptyTensor.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
@@ -36,13 +37,28 @@ template <typename... Parts>
 
 inline std::string device_name(const Device& d) { return d.str(); }
 
+// CUDA tensors come straight from ATen's CUDA allocation functions (at::detail::empty_cuda and
+// empty_strided_cuda, what the CUDA kernels of empty and empty_strided call): at::empty and
+// at::empty_like would reach them through two or three dispatcher calls, a few hundred ns of each
+// operator call's host time. The operators write every element they return, so the NaN fill that
+// torch's deterministic mode gives empty tensors would only cost a kernel launch.
 inline Tensor alloc(IntList sizes, DType dtype, const Device& device) {
+  if (device.is_cuda()) return at::detail::empty_cuda(sizes, dtype, device, std::nullopt);
   return at::empty(sizes, at::TensorOptions().dtype(dtype).device(device));
 }
 inline Tensor alloc_zeros(IntList sizes, DType dtype, const Device& device) {
-  return at::zeros(sizes, at::TensorOptions().dtype(dtype).device(device));
+  Tensor t = alloc(sizes, dtype, device);
+  t.zero_();
+  return t;
 }
-inline Tensor alloc_like(const Tensor& t) { return at::empty_like(t); }
+// torch.empty_like(t): t's strides when t is non-overlapping and dense (what empty_like keeps),
+// else empty_like itself (which may pick another memory format).
+inline Tensor alloc_like(const Tensor& t) {
+  if (t.is_cuda() && t.is_non_overlapping_and_dense()) {
+    return at::detail::empty_strided_cuda(t.sizes(), t.strides(), t.scalar_type(), t.device());
+  }
+  return at::empty_like(t);
+}
 inline Tensor as_contiguous(const Tensor& t) { return t.contiguous(); }
 inline void zero_out(const Tensor& t) { t.zero_(); }
 inline void fill_with(const Tensor& t, double value) { t.fill_(value); }

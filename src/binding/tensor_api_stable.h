@@ -58,20 +58,114 @@ inline std::string device_name(const Device& d) {
   return "device type " + std::to_string(static_cast<int>(d.type()));
 }
 
+// Allocation and zeroing go through the C shims (aoti_torch_empty_strided, aoti_torch_zero_), which
+// call ATen directly: torch::stable::empty/empty_like/zero_ find the operator by name and run it
+// boxed on every call, measured at +5.6 us per forward call on an H200 (docs/stable-abi.md).
+namespace stable_shim {
+
+// The shim's dtype code of the dtypes the binding allocates (the shim translates them itself:
+// torch's ScalarType numbering is not part of the stable ABI).
+inline int32_t dtype_code(DType dtype) {
+  switch (dtype) {
+    case kHalf: return aoti_torch_dtype_float16();
+    case kBFloat16: return aoti_torch_dtype_bfloat16();
+    case kFloat: return aoti_torch_dtype_float32();
+    case kInt: return aoti_torch_dtype_int32();
+    case kLong: return aoti_torch_dtype_int64();
+    default: fail("flash_attn: internal error: the binding allocates no tensor of dtype ", static_cast<int>(dtype));
+  }
+}
+
+inline int32_t device_type_code(const Device& device) {
+  if (device.is_cuda()) return aoti_torch_device_type_cuda();
+  if (device.is_cpu()) return aoti_torch_device_type_cpu();
+  fail("flash_attn: internal error: the binding allocates on CUDA or the CPU only, not on ", device_name(device));
+}
+
+// A new uninitialised tensor of these sizes and strides (ranks up to 8; the binding's are <= 5).
+// Throws, naming what was asked for, when torch's allocator fails (out of memory: torch logs its
+// own message to stderr; the shim returns only a failure code).
+inline Tensor empty_strided(IntList sizes, const int64_t* strides, DType dtype, const Device& device) {
+  AtenTensorHandle handle = nullptr;
+  const AOTITorchError status =
+      aoti_torch_empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(), strides, dtype_code(dtype),
+                               device_type_code(device), static_cast<int32_t>(device.index()), &handle);
+  if (status != AOTI_TORCH_SUCCESS || handle == nullptr) {
+    std::ostringstream shape;  // formatted on this failure path only
+    int64_t elements = 1;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      shape << (i ? ", " : "[") << sizes[i];
+      elements *= sizes[i];
+    }
+    fail("flash_attn: could not allocate a ", torch_dtype_name(dtype), " tensor of shape ", shape.str(),
+         sizes.size() ? "]" : "[]", " (", elements, " elements) on ", device_name(device),
+         "; torch's allocator failed (out of memory?), and torch wrote its message to stderr");
+  }
+  return Tensor(handle);
+}
+
+// Row-major strides of `sizes` into `out` (rank <= 8).
+inline void contiguous_strides(IntList sizes, int64_t* out) {
+  int64_t stride = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    out[i] = stride;
+    stride *= std::max<int64_t>(sizes[i], 1);
+  }
+}
+
+// ATen's TensorImpl::is_non_overlapping_and_dense: sorted by stride (dims of size < 2 last), the
+// strides are the running products of the sizes. empty_like keeps the strides of such a tensor.
+inline bool non_overlapping_and_dense(IntList sizes, IntList strides) {
+  const size_t rank = sizes.size();
+  if (rank == 1) return sizes[0] < 2 || strides[0] == 1;
+  size_t order[8];
+  for (size_t i = 0; i < rank; ++i) order[i] = i;
+  std::sort(order, order + rank, [&](size_t a, size_t b) {
+    if (sizes[a] < 2) return false;
+    if (sizes[b] < 2) return true;
+    return strides[a] < strides[b];
+  });
+  int64_t required = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t size = sizes[order[i]];
+    if (size < 2) return true;
+    if (strides[order[i]] != required) return false;
+    required *= size;
+  }
+  return true;
+}
+
+constexpr size_t kMaxRank = 8;
+
+}  // namespace stable_shim
+
 inline Tensor alloc(IntList sizes, DType dtype, const Device& device) {
-  return torch::stable::empty(sizes, dtype, std::nullopt, device);
+  if (sizes.size() > stable_shim::kMaxRank) return torch::stable::empty(sizes, dtype, std::nullopt, device);
+  int64_t strides[stable_shim::kMaxRank];
+  stable_shim::contiguous_strides(sizes, strides);
+  return stable_shim::empty_strided(sizes, strides, dtype, device);
+}
+inline void zero_out(const Tensor& t) {
+  if (aoti_torch_zero_(t.get()) != AOTI_TORCH_SUCCESS) {
+    fail("flash_attn: zeroing a ", torch_dtype_name(t.scalar_type()), " tensor of ", t.numel(),
+         " elements failed; torch wrote its message to stderr");
+  }
 }
 inline Tensor alloc_zeros(IntList sizes, DType dtype, const Device& device) {
   Tensor t = alloc(sizes, dtype, device);
-  torch::stable::zero_(t);
+  zero_out(t);
   return t;
 }
-inline Tensor alloc_like(const Tensor& t) { return torch::stable::empty_like(t); }
-inline Tensor as_contiguous(const Tensor& t) { return t.is_contiguous() ? t : torch::stable::contiguous(t); }
-inline void zero_out(const Tensor& t) {
-  Tensor handle = t;  // shares t's storage: zero_ takes a mutable reference
-  torch::stable::zero_(handle);
+// torch.empty_like(t): t's strides when t is non-overlapping and dense (every q/k/v the operators
+// take in practice), else torch's own empty_like (which may pick another memory format).
+inline Tensor alloc_like(const Tensor& t) {
+  const IntList sizes = t.sizes(), strides = t.strides();
+  if (sizes.size() > stable_shim::kMaxRank || !stable_shim::non_overlapping_and_dense(sizes, strides)) {
+    return torch::stable::empty_like(t);
+  }
+  return stable_shim::empty_strided(sizes, strides.data(), t.scalar_type(), t.device());
 }
+inline Tensor as_contiguous(const Tensor& t) { return t.is_contiguous() ? t : torch::stable::contiguous(t); }
 inline void fill_with(const Tensor& t, double value) { torch::stable::fill_(t, value); }
 inline Tensor narrowed(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
   Tensor handle = t;  // a view of t: narrow takes a mutable reference

@@ -4,7 +4,8 @@ opcheck runs an operator eagerly, under FakeTensor (against the fakes of flash_a
 through AOTDispatcher, and compares schema, metadata and outputs; an output the kernels leave
 unwritten fails its eager-vs-traced comparison. The argument sets cover dropout (with and
 without the attention probabilities), returned LSE, GQA decode (the head-folding path), sliding
-windows, ALiBi, the deterministic backward, paged KV and appending to a KV cache. They use head
+windows, ALiBi, the deterministic backward, paged KV, appending to a KV cache, and q/k/v layouts
+(dense permuted, packed, one-token) whose outputs must have ``torch.empty_like``'s strides. They use head
 dims 64 and 128 in fp16 and bf16, which the ``dev`` kernel set holds; a set whose kernels the
 build lacks (the operator raises ``flash_attn was built without ...``) is skipped, not failed.
 
@@ -117,6 +118,37 @@ def check_bwd(ops, case, deterministic):
     _opcheck(ops.bwd.default, bwd_args, None if deterministic else ATOMIC_DQ_TOLERANCE)
 
 
+# q/k/v layouts whose outputs (out, dq, dk, dv) must have torch.empty_like's strides, which the fakes
+# give (the binding allocates them without empty_like where it can: src/binding/tensor_api_*.h):
+# a dense permutation (kept), a packed qkv slice (not dense: contiguous) and a one-token query.
+def _layout(name, b, s, h, d):
+    if name == "bhsd-transposed":  # dense, not contiguous: (B, H, S, D) storage seen as (B, S, H, D)
+        return [_randn(b, h, s, d).transpose(1, 2) for _ in range(3)]
+    if name == "qkv-packed":  # q, k, v interleaved in one (B, S, 3, H, D) tensor: not dense
+        return list(_randn(b, s, 3, h, d).unbind(2))
+    if name == "sq1-strided":  # Sq = 1 taken from a longer sequence; k, v packed
+        q = _randn(b, 8, h, d)[:, 3:4]
+        return [q, *_randn(b, 300, 2, h, d).unbind(2)]
+    raise ValueError(name)
+
+
+LAYOUTS = ["bhsd-transposed", "qkv-packed", "sq1-strided"]
+
+
+def check_layout(ops, name):
+    q, k, v = _layout(name, 2, 130, 4, 64)
+    args = (q, k, v, None, 0.0, 0.125, False, -1, -1, 0.0, False, None)
+    out, lse, _, rng = _run_or_skip(ops.fwd.default, args)
+    assert out.stride() == torch.empty_like(q).stride(), (name, out.stride(), torch.empty_like(q).stride())
+    dout = torch.randn_like(out)
+    bwd_args = (dout, q, k, v, out, lse, None, 0.0, 0.125, False, -1, -1, 0.0, False, rng)
+    grads = _run_or_skip(ops.bwd.default, bwd_args)[:3]
+    for grad, x in zip(grads, (q, k, v), strict=True):
+        assert grad.stride() == torch.empty_like(x).stride(), (name, grad.stride(), torch.empty_like(x).stride())
+    _opcheck(ops.fwd.default, args)
+    _opcheck(ops.bwd.default, bwd_args, ATOMIC_DQ_TOLERANCE)
+
+
 # (id, dtype, lengths_q, lengths_k, H, Hk, D, dropout_p, causal, paged)
 VARLEN_CASES = [
     ("plain", F16, [5, 100, 37], [7, 130, 37], 4, 4, 64, 0.0, False, False),
@@ -208,6 +240,7 @@ def all_checks() -> list[tuple[str, object, tuple]]:
     checks += [
         (f"bwd[{c[0]}{'-deterministic' if d else ''}]", check_bwd, (c, d)) for c in FWD_CASES[:4] for d in (False, True)
     ]
+    checks += [(f"layout[{name}]", check_layout, (name,)) for name in LAYOUTS]
     checks += [(f"varlen_fwd[{c[0]}]", check_varlen_fwd, (c,)) for c in VARLEN_CASES]
     checks += [(f"varlen_bwd[{c[0]}]", check_varlen_bwd, (c,)) for c in VARLEN_CASES[:3]]
     checks += [(f"fwd_kvcache[{c[0]}]", check_fwd_kvcache, (c,)) for c in KVCACHE_CASES]
