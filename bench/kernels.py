@@ -29,7 +29,9 @@ beside their raw operators and SDPA on host-bound shapes (bench/host_overhead.py
 ``host_overhead`` rows of kernels.json and a "Host overhead per call" table in kernels.md.
 
 Each build runs in its own worker process (``--worker``; two builds register the same torch op
-namespace); the SDPA baselines run in the first build's worker, interleaved per shape. Writes
+namespace); the SDPA baselines of the kernel tables run in the first build's worker, interleaved per
+shape, so a later build's ratios there compare across processes; the host-overhead table times SDPA
+in every build's worker, beside that build's calls. Writes
 DIR/kernels.json and DIR/kernels.md. About 2.5-3.5 minutes on an H200 for one build.
 """
 
@@ -351,7 +353,7 @@ def _worker(args: argparse.Namespace) -> int:
             args.device,
             args.label,
             flash_attn,
-            args.with_baselines,
+            args.with_baselines or args.host_baselines,
             args.shapes == "tiny",
             args.host_calls,
             args.host_repeats,
@@ -411,6 +413,8 @@ def _worker_command(
     ]
     if args.host_overhead:
         cmd += ["--host-overhead", "--host-calls", str(args.host_calls), "--host-repeats", str(args.host_repeats)]
+        if not args.no_baselines:  # every build's host calls beside SDPA in its own process (side by side)
+            cmd.append("--host-baselines")
     if target.kind == "library":
         cmd += ["--lib", str(target.library)]
     if with_baselines:
@@ -618,6 +622,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--label", default="installed", help=argparse.SUPPRESS)
     p.add_argument("--lib", help=argparse.SUPPRESS)
     p.add_argument("--with-baselines", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--host-baselines", action="store_true", help=argparse.SUPPRESS)  # SDPA in the host table only
     p.add_argument("--no-ours", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.rounds < 1:

@@ -85,7 +85,13 @@ export W ROOT UPSTREAM SDIST JOBS OURS KSET ARCHS
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 
 if ls "$ROOT"/.whl/*.whl > /dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$ROOT"/.whl/*.whl || exit 3
+  # Installed once per machine: reinstalling would replace CMake's files under a build that a
+  # background job of an earlier call is configuring (seen: "include could not find requested file").
+  stamp=$(cd "$ROOT/.whl" && stat -c '%n %s' -- *.whl | sha256sum | cut -c1-16)  # names and sizes (the copy's mtimes vary)
+  if [ "$(cat /tmp/site/.carried 2>/dev/null)" != "$stamp" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$ROOT"/.whl/*.whl || exit 3
+    echo "$stamp" > /tmp/site/.carried
+  fi
   export PYTHONPATH=/tmp/site
   cmake_bin=$(python3 -c 'import cmake,os; print(os.path.join(cmake.CMAKE_BIN_DIR, "cmake"))')
   PATH="$(dirname "$cmake_bin"):$PATH"

@@ -5,8 +5,9 @@ first dense case and the decode case), each implementation (the public function,
 operator, SDPA flash and cuDNN) is called ``--calls`` times back to back under
 ``torch.profiler`` with CPU and CUDA activities, after a warm-up outside the profiler. Printed per
 implementation: the per-call wall time without the profiler (microseconds, median of 5 samples
-of ``--calls`` calls), then the profiler's operator and CUDA runtime rows (``cudaLaunchKernel``,
-``cudaFuncSetAttribute``, ...) by self CPU time, divided by the number of calls. The profiler
+of ``--calls`` calls; every implementation is timed before the first profile), then the
+profiler's operator and CUDA runtime rows (``cudaLaunchKernel``, ``cudaFuncSetAttribute``, ...)
+by self CPU time, divided by the number of calls. The profiler
 slows every call down (it records each operator), so its rows say what a call does and what
 each part costs relative to the others, while the wall time says what it costs.
 
@@ -73,26 +74,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"host_profile: no case starts with {wanted}", file=sys.stderr)
         return 1
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, flash_attn {flash_attn.__version__}")
-    failed = 0
-    for case, function, impl, fn, context in entries:
-        print(f"\n== {case} | {function} | {impl}")
+    # Wall times first, for every implementation, so that no profiler has run in this process yet
+    # (the profiler attaches CUPTI, which may stay attached after it stops).
+    walls: dict[int, float] = {}
+    failed: dict[int, str] = {}
+    for index, (_, _, _, fn, context) in enumerate(entries):
         try:
             with context():
                 for _ in range(20):
                     fn()
                 torch.cuda.synchronize()
-                wall = [host_overhead.sample_us(fn, args.calls, torch.cuda.synchronize) for _ in range(5)]
-                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                    for _ in range(args.calls):
-                        fn()
-                    torch.cuda.synchronize()
+                samples = [host_overhead.sample_us(fn, args.calls, torch.cuda.synchronize) for _ in range(5)]
+            walls[index] = statistics.median(samples)
         except Exception as exc:  # report and go on: one failing implementation must not hide the others
-            failed += 1
-            print(f"    failed: {type(exc).__name__}: {str(exc)[:300]}")
+            failed[index] = f"{type(exc).__name__}: {str(exc)[:300]}"
             with contextlib.suppress(Exception):
                 torch.cuda.synchronize()
+    for index, (case, function, impl, fn, context) in enumerate(entries):
+        print(f"\n== {case} | {function} | {impl}")
+        if index in failed:
+            print(f"    failed: {failed[index]}")
             continue
-        print(f"    wall: {statistics.median(wall):.2f} us/call (median of 5 x {args.calls} calls, no profiler)")
+        print(f"    wall: {walls[index]:.2f} us/call (median of 5 x {args.calls} calls, before any profiling)")
+        with context(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(args.calls):
+                fn()
+            torch.cuda.synchronize()
         print("\n".join(_per_call_rows(prof, args.calls, args.rows)))
     return 1 if failed else 0
 

@@ -59,8 +59,9 @@ inline std::string device_name(const Device& d) {
 }
 
 // Allocation and zeroing go through the C shims (aoti_torch_empty_strided, aoti_torch_zero_), which
-// call ATen directly: torch::stable::empty/empty_like/zero_ find the operator by name and run it
-// boxed on every call, measured at +5.6 us per forward call on an H200 (docs/stable-abi.md).
+// call ATen's functions: torch::stable::empty/empty_like/zero_ find the operator by name and run it
+// boxed on every call (an allocation: 3.4 us against 2.1 us on an H200, bench/binding_cost.py api;
+// a forward makes four).
 namespace stable_shim {
 
 // The shim's dtype code of the dtypes the binding allocates (the shim translates them itself:
@@ -182,12 +183,21 @@ inline void sum_into(Tensor& into, const Tensor& in, int64_t dim) {
 }
 
 // Makes a CUDA device current for the guard's scope.
+// torch's guard is built only when the device has to change: it costs a heap object and an
+// accelerator lookup per call, and almost every call already runs on q's device. The guard then has
+// nothing to restore either. cudaGetDevice reads the same runtime's state as torch (the binding
+// links the shared CUDA runtime).
 class DeviceGuard {
  public:
-  explicit DeviceGuard(const Device& device) : guard_(device.index()) {}
+  explicit DeviceGuard(const Device& device) {
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != static_cast<int>(device.index())) {
+      guard_.emplace(device.index());
+    }
+  }
 
  private:
-  torch::stable::accelerator::DeviceGuard guard_;
+  std::optional<torch::stable::accelerator::DeviceGuard> guard_;
 };
 
 inline cudaStream_t current_stream(DeviceIndex device) {

@@ -7,7 +7,9 @@ import contextlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+import bench_common as bc
 import bench_kernels as bk
 import host_overhead as ho
 import pytest
@@ -374,6 +376,28 @@ def test_host_overhead_rows_and_render():
     assert "| B1 | `flash_attn_func` | a | 16.0 | 14.0 | 2.0 | 15.0 | - | 1.07x | met |" in md
     assert "missed" in md and "5 samples of 300 back-to-back calls" in md and "interleaved" in md
     assert ho.render([], 300, 5) == ""
+
+
+def test_host_overhead_rows_compare_each_build_with_its_own_workers_sdpa():
+    workers = [
+        {"host_overhead": [_host("B1", "flash_attn_func", "api[a]", 16.0), _host("B1", "sdpa", "sdpa_flash", 20.0)]},
+        {"host_overhead": [_host("B1", "flash_attn_func", "api[b]", 16.0), _host("B1", "sdpa", "sdpa_flash", 10.0)]},
+        {"host_overhead": [_host("B1", "flash_attn_func", "api[c]", 16.0)]},  # an older record: no SDPA of its own
+    ]
+    rows = {r["build"]: r for r in ho.rows(workers)}
+    assert rows["a"]["api_vs_sdpa_flash"] == 0.8 and rows["a"]["sdpa_from"] == "own worker"
+    assert rows["b"]["api_vs_sdpa_flash"] == 1.6 and rows["b"]["target_met"] is False
+    assert rows["c"]["api_vs_sdpa_flash"] == 0.8 and rows["c"]["sdpa_from"] == "worker 0"
+    md = ho.render(ho.rows(workers), 300, 5)
+    assert "| B1 | `flash_attn_func` | c (SDPA: worker 0) |" in md and "| B1 | `flash_attn_func` | b | 16.0 |" in md
+
+
+def test_every_worker_times_the_host_sdpa_unless_baselines_are_off():
+    args = bk._parse(["--out", "x", "--host-overhead"])
+    target = bc.BuildTarget(label="b", kind="installed")
+    assert "--host-baselines" in bk._worker_command(args, target, Path("r.json"), False, False)
+    off = bk._parse(["--out", "x", "--host-overhead", "--no-baselines"])
+    assert "--host-baselines" not in bk._worker_command(off, target, Path("r.json"), False, False)
 
 
 def test_cli_rejects_zero_host_calls(tmp_path):
