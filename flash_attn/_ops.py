@@ -71,6 +71,12 @@ def _rng_state_like(q: Tensor, dropout_p: float) -> Tensor:
     return torch.empty((2,) if dropout_p > 0 else (0,), dtype=torch.int64, device=q.device)
 
 
+def _probabilities_like(q: Tensor, wanted: bool, batch: int, heads: int, seqlen_q: int, seqlen_k: int) -> Tensor:
+    """The P a forward returns: (B, H, round_up(Sq, 128), round_up(Sk, 128)) in q's dtype, or (0,)."""
+    shape = (batch, heads, round_up(seqlen_q, 128), round_up(seqlen_k, 128)) if wanted else (0,)
+    return torch.empty(shape, dtype=q.dtype, device=q.device)
+
+
 def fwd_fake(
     q: Tensor,
     k: Tensor,
@@ -90,12 +96,7 @@ def fwd_fake(
     seqlen_k = k.shape[1]
     out = torch.empty_like(_unit_last_stride(q))
     lse = torch.empty((batch, heads, seqlen_q), dtype=torch.float32, device=q.device)
-    if return_softmax:
-        p = torch.empty(
-            (batch, heads, round_up(seqlen_q, 128), round_up(seqlen_k, 128)), dtype=q.dtype, device=q.device
-        )
-    else:
-        p = torch.empty((0,), dtype=q.dtype, device=q.device)
+    p = _probabilities_like(q, return_softmax, batch, heads, seqlen_q, seqlen_k)
     return out, lse, p, _rng_state_like(q, dropout_p)
 
 
@@ -126,12 +127,7 @@ def varlen_fwd_fake(
     batch = cu_seqlens_q.shape[0] - 1
     out = torch.empty_like(_unit_last_stride(q))
     lse = torch.empty((heads, total_q), dtype=torch.float32, device=q.device)
-    if return_softmax:
-        p = torch.empty(
-            (batch, heads, round_up(max_seqlen_q, 128), round_up(max_seqlen_k, 128)), dtype=q.dtype, device=q.device
-        )
-    else:
-        p = torch.empty((0,), dtype=q.dtype, device=q.device)
+    p = _probabilities_like(q, return_softmax, batch, heads, max_seqlen_q, max_seqlen_k)
     return out, lse, p, _rng_state_like(q, dropout_p)
 
 

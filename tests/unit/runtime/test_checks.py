@@ -307,7 +307,7 @@ def test_a_strided_last_dim_is_copied_by_the_operator(source, tensors):
 
 
 def test_dtype_names_are_the_python_spelling():
-    names = dict(re.findall(r"case (k\w+): return \"(torch\.\w+)\";", _code("checks.h")))
+    names = dict(re.findall(r"case (k\w+): return \"(torch\.\w+)\";", _code("dtypes.h")))
     assert names["kFloat"] == "torch.float32" and names["kHalf"] == "torch.float16" and names["kInt"] == "torch.int32"
 
 
