@@ -132,7 +132,11 @@ _STABLE = (
 
 
 def api(n: int) -> int:
-    """Build both extensions, run each case ``n`` times per backend, print ns per call."""
+    """Build both extensions, run each case ``n`` times per backend, print ns per call.
+
+    Returns 0, or 1 without a CUDA device. Raises torch's build error when an extension does not
+    compile (a host compiler, Ninja and the CUDA toolkit are needed).
+    """
     import torch
     from torch.utils.cpp_extension import load
 
@@ -197,7 +201,11 @@ print(json.dumps({"flash_attn": flash_attn.__version__, **out}))
 
 
 def compare(sites: list[str], rounds: int, calls: int, repeats: int) -> int:
-    """Time the raw forward of each ``LABEL=SITE`` build in its own process, in rounds; print us per call."""
+    """Time the raw forward of each ``LABEL=SITE`` build in its own process, in rounds; print us per call.
+
+    Returns 0, 1 when a worker failed (its stderr is printed) or 2 for a spec that is not
+    ``LABEL=FOLDER``.
+    """
     builds = []
     for spec in sites:
         label, sep, site = spec.partition("=")
@@ -212,7 +220,8 @@ def compare(sites: list[str], rounds: int, calls: int, repeats: int) -> int:
     for r in range(rounds):
         order = builds[r % len(builds) :] + builds[: r % len(builds)]
         for label, site in order:
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, os.environ.get("PYTHONPATH", "")]))
+            inherited = os.environ.get("PYTHONPATH")
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, inherited]) if inherited else site)
             proc = subprocess.run(
                 [sys.executable, "-c", _WORKER, str(calls), str(repeats)],
                 env=env, capture_output=True, text=True, cwd=tempfile.gettempdir(), check=False,
@@ -220,7 +229,11 @@ def compare(sites: list[str], rounds: int, calls: int, repeats: int) -> int:
             if proc.returncode != 0:
                 print(f"binding_cost compare: {label} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
                 return 1
-            record = json.loads(proc.stdout.strip().splitlines()[-1])
+            lines = proc.stdout.strip().splitlines()
+            if not lines:
+                print(f"binding_cost compare: {label} printed no result:\n{proc.stderr[-2000:]}", file=sys.stderr)
+                return 1
+            record = json.loads(lines[-1])
             versions[label] = record["flash_attn"]
             for name in ("raw", "api", "sdpa_flash"):
                 samples[label][name] += record.get(name, [])
@@ -230,12 +243,14 @@ def compare(sites: list[str], rounds: int, calls: int, repeats: int) -> int:
     for label, _ in builds:
         raw, ref = (statistics.median(samples[label][name]) for name in ("raw", "sdpa_flash"))
         api = statistics.median(samples[label]["api"]) if samples[label]["api"] else None
-        api_cells = f"{api:8.2f}" if api else f"{'-':>8s}", f"{api / ref:10.2f}x" if api else f"{'-':>11s}"
+        have_api = api is not None
+        api_cells = f"{api:8.2f}" if have_api else f"{'-':>8s}", f"{api / ref:10.2f}x" if have_api else f"{'-':>11s}"
         print(f"{label:10s} {raw:8.2f} {api_cells[0]} {ref:11.2f} {raw / ref:10.2f}x {api_cells[1]}  {versions[label]}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line (module documentation); returns the exit status of ``api`` or ``compare``, 2 for bad options."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("api", help="each torch call of the binding, ATen against the stable ABI")

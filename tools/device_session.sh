@@ -504,7 +504,8 @@ host)
   # binding alone compiles, so a changed binding costs a minute) and runs HOST_STEPS (default: opcheck and
   # host profile of both wheels, then the kernel benchmark of both with the host-overhead table). Steps
   # done by an earlier call of this lease are skipped unless the binding changed (each wheel's sha256
-  # names its results); call it until it says "host: all done".
+  # names its results: edited test or bench scripts alone do not rerun them); call it until it says
+  # "host: all done".
   HOST_ROOT=$W/host_root
   [ -f "$W/hostbuild.done" ] || background hostbuild host_build
   wait_for hostbuild "$(left 30)" || {
@@ -514,6 +515,8 @@ host)
   kernels=$(ls -d "$HOST_ROOT"/kernels-*/archive/kernels-* 2>/dev/null | head -1)
   [ -n "$kernels" ] || { echo "host: no kernels archive under $HOST_ROOT"; exit 1; }
   cd "$W" || exit 3  # never import the checkout's flash_attn/
+  # two links of about a minute each: with less time left, stop cleanly rather than kill one midway
+  [ "$(left)" -ge 150 ] || { echo "host: the build finished late in this call; call the host phase again at once"; exit 1; }
   key=""
   for abi in exact stable; do
     rm -rf "$W/host_$abi"
@@ -525,7 +528,7 @@ host)
     key="$key$(sha256sum < "$wheel" | cut -c1-12)"
     rm -rf "$W/site_$abi"; python3 -m pip install -q --no-deps --no-index --target "$W/site_$abi" "$wheel" || exit 3
   done
-  [ "$(cat "$W/once/host_key" 2>/dev/null)" = "$key" ] || { rm -f "$W"/once/host_*; mkdir -p "$W/once"; echo "$key" > "$W/once/host_key"; }
+  [ "$(cat "$W/once/host_key" 2>/dev/null)" = "$key" ] || { rm -rf "$W"/once/host_*; mkdir -p "$W/once"; echo "$key" > "$W/once/host_key"; }
   EXACT_SITE="$W/site_exact${PYTHONPATH:+:$PYTHONPATH}"
   STABLE_SITE="$W/site_stable${PYTHONPATH:+:$PYTHONPATH}"
   for s in ${HOST_STEPS:-opcheck profile bench}; do

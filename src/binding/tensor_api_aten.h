@@ -40,10 +40,15 @@ inline std::string device_name(const Device& d) { return d.str(); }
 // CUDA tensors come straight from ATen's CUDA allocation functions (at::detail::empty_cuda and
 // empty_strided_cuda, what the CUDA kernels of empty and empty_strided call): at::empty and
 // at::empty_like would reach them through two or three dispatcher calls (an allocation: 2.0 against
-// 1.4 us on an H200, bench/binding_cost.py api; a forward makes four). The operators write every element they return, so the NaN fill that
-// torch's deterministic mode gives empty tensors would only cost a kernel launch.
+// 1.4 us on an H200, bench/binding_cost.py api; a forward makes four). Under
+// torch.use_deterministic_algorithms with torch.utils.deterministic.fill_uninitialized_memory (its
+// default), the dispatcher's path is kept: it fills new tensors with NaN, which shows any element
+// an operator leaves unwritten (the varlen out/LSE rows past cu_seqlens_q[-1], for one).
+inline bool fills_new_tensors() {
+  return at::globalContext().deterministicAlgorithms() && at::globalContext().deterministicFillUninitializedMemory();
+}
 inline Tensor alloc(IntList sizes, DType dtype, const Device& device) {
-  if (device.is_cuda()) return at::detail::empty_cuda(sizes, dtype, device, std::nullopt);
+  if (device.is_cuda() && !fills_new_tensors()) return at::detail::empty_cuda(sizes, dtype, device, std::nullopt);
   return at::empty(sizes, at::TensorOptions().dtype(dtype).device(device));
 }
 inline Tensor alloc_zeros(IntList sizes, DType dtype, const Device& device) {
@@ -54,7 +59,7 @@ inline Tensor alloc_zeros(IntList sizes, DType dtype, const Device& device) {
 // torch.empty_like(t): t's strides when t is non-overlapping and dense (what empty_like keeps),
 // else empty_like itself (which may pick another memory format).
 inline Tensor alloc_like(const Tensor& t) {
-  if (t.is_cuda() && t.is_non_overlapping_and_dense()) {
+  if (t.is_cuda() && t.is_non_overlapping_and_dense() && !fills_new_tensors()) {
     return at::detail::empty_strided_cuda(t.sizes(), t.strides(), t.scalar_type(), t.device());
   }
   return at::empty_like(t);

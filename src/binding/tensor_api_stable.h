@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -34,7 +35,18 @@
 #include <torch/headeronly/util/HeaderOnlyArrayRef.h>
 
 #include "dtypes.h"  // DType and the dtype constants
+#include "strides.h"  // contiguous_strides, non_overlapping_and_dense
 #include "torch_free/torch_free.h"  // PhiloxState
+
+// A failed C shim call as an exception. torch's headers from 2.13 on define
+// STABLE_TORCH_ERROR_CODE_CHECK, which reads torch's own message back from the shim (when the
+// running torch keeps it, 2.13 and newer); older headers only have the failure code.
+#if defined(STABLE_TORCH_ERROR_CODE_CHECK)
+#define FLASH_ATTN_SHIM_CHECK(call) STABLE_TORCH_ERROR_CODE_CHECK(call)
+#else
+#define FLASH_ATTN_SHIM_CHECK(call) \
+  if ((call) != AOTI_TORCH_SUCCESS) throw std::runtime_error(#call " failed; torch logged its message")
+#endif
 
 namespace flash_attn_wheels::binding {
 
@@ -65,7 +77,8 @@ inline std::string device_name(const Device& d) {
 namespace stable_shim {
 
 // The shim's dtype code of the dtypes the binding allocates (the shim translates them itself:
-// torch's ScalarType numbering is not part of the stable ABI).
+// torch's ScalarType numbering is not part of the stable ABI). Throws for any other dtype (a bug of
+// the binding).
 inline int32_t dtype_code(DType dtype) {
   switch (dtype) {
     case kHalf: return aoti_torch_dtype_float16();
@@ -77,79 +90,53 @@ inline int32_t dtype_code(DType dtype) {
   }
 }
 
+// "[2, 512, 8]": sizes in a message (tensor_api.h's shape_text is declared after this header).
+struct ShapeOf {
+  IntList sizes;
+};
+inline std::ostream& operator<<(std::ostream& out, const ShapeOf& shape) {
+  out << '[';
+  for (size_t i = 0; i < shape.sizes.size(); ++i) out << (i ? ", " : "") << shape.sizes[i];
+  return out << ']';
+}
+
+// Throws for a device the binding never allocates on (a bug of the binding, not of the input).
 inline int32_t device_type_code(const Device& device) {
   if (device.is_cuda()) return aoti_torch_device_type_cuda();
   if (device.is_cpu()) return aoti_torch_device_type_cpu();
   fail("flash_attn: internal error: the binding allocates on CUDA or the CPU only, not on ", device_name(device));
 }
 
-// A new uninitialised tensor of these sizes and strides (ranks up to 8; the binding's are <= 5).
-// Throws, naming what was asked for, when torch's allocator fails (out of memory: torch logs its
-// own message to stderr; the shim returns only a failure code).
+// A new uninitialised tensor of these sizes and strides (in elements). Throws, naming what was
+// asked for, when torch fails (out of memory), with torch's own message where the running torch
+// keeps it (FLASH_ATTN_SHIM_CHECK).
 inline Tensor empty_strided(IntList sizes, const int64_t* strides, DType dtype, const Device& device) {
   AtenTensorHandle handle = nullptr;
-  const AOTITorchError status =
-      aoti_torch_empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(), strides, dtype_code(dtype),
-                               device_type_code(device), static_cast<int32_t>(device.index()), &handle);
-  if (status != AOTI_TORCH_SUCCESS || handle == nullptr) {
-    std::ostringstream shape;  // formatted on this failure path only
-    int64_t elements = 1;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      shape << (i ? ", " : "[") << sizes[i];
-      elements *= sizes[i];
-    }
-    fail("flash_attn: could not allocate a ", torch_dtype_name(dtype), " tensor of shape ", shape.str(),
-         sizes.size() ? "]" : "[]", " (", elements, " elements) on ", device_name(device),
-         "; torch's allocator failed (out of memory?), and torch wrote its message to stderr");
+  try {
+    FLASH_ATTN_SHIM_CHECK(aoti_torch_empty_strided(
+        static_cast<int64_t>(sizes.size()), sizes.data(), strides, dtype_code(dtype), device_type_code(device),
+        static_cast<int32_t>(device.index()), &handle));
+  } catch (const std::exception& error) {
+    fail("flash_attn: could not allocate a ", torch_dtype_name(dtype), " tensor of shape ", ShapeOf{sizes}, " on ",
+         device_name(device), ": ", error.what());
   }
   return Tensor(handle);
 }
 
-// Row-major strides of `sizes` into `out` (rank <= 8).
-inline void contiguous_strides(IntList sizes, int64_t* out) {
-  int64_t stride = 1;
-  for (size_t i = sizes.size(); i-- > 0;) {
-    out[i] = stride;
-    stride *= std::max<int64_t>(sizes[i], 1);
-  }
-}
-
-// ATen's TensorImpl::is_non_overlapping_and_dense: sorted by stride (dims of size < 2 last), the
-// strides are the running products of the sizes. empty_like keeps the strides of such a tensor.
-inline bool non_overlapping_and_dense(IntList sizes, IntList strides) {
-  const size_t rank = sizes.size();
-  if (rank == 1) return sizes[0] < 2 || strides[0] == 1;
-  size_t order[8];
-  for (size_t i = 0; i < rank; ++i) order[i] = i;
-  std::sort(order, order + rank, [&](size_t a, size_t b) {
-    if (sizes[a] < 2) return false;
-    if (sizes[b] < 2) return true;
-    return strides[a] < strides[b];
-  });
-  int64_t required = 1;
-  for (size_t i = 0; i < rank; ++i) {
-    const int64_t size = sizes[order[i]];
-    if (size < 2) return true;
-    if (strides[order[i]] != required) return false;
-    required *= size;
-  }
-  return true;
-}
-
-constexpr size_t kMaxRank = 8;
-
 }  // namespace stable_shim
 
 inline Tensor alloc(IntList sizes, DType dtype, const Device& device) {
-  if (sizes.size() > stable_shim::kMaxRank) return torch::stable::empty(sizes, dtype, std::nullopt, device);
-  int64_t strides[stable_shim::kMaxRank];
-  stable_shim::contiguous_strides(sizes, strides);
+  if (sizes.size() > kMaxStridedRank) return torch::stable::empty(sizes, dtype, std::nullopt, device);
+  int64_t strides[kMaxStridedRank];
+  contiguous_strides(sizes.data(), sizes.size(), strides);
   return stable_shim::empty_strided(sizes, strides, dtype, device);
 }
 inline void zero_out(const Tensor& t) {
-  if (aoti_torch_zero_(t.get()) != AOTI_TORCH_SUCCESS) {
-    fail("flash_attn: zeroing a ", torch_dtype_name(t.scalar_type()), " tensor of ", t.numel(),
-         " elements failed; torch wrote its message to stderr");
+  try {
+    FLASH_ATTN_SHIM_CHECK(aoti_torch_zero_(t.get()));
+  } catch (const std::exception& error) {
+    fail("flash_attn: zeroing a ", torch_dtype_name(t.scalar_type()), " tensor of ", t.numel(), " elements failed: ",
+         error.what());
   }
 }
 inline Tensor alloc_zeros(IntList sizes, DType dtype, const Device& device) {
@@ -161,7 +148,7 @@ inline Tensor alloc_zeros(IntList sizes, DType dtype, const Device& device) {
 // take in practice), else torch's own empty_like (which may pick another memory format).
 inline Tensor alloc_like(const Tensor& t) {
   const IntList sizes = t.sizes(), strides = t.strides();
-  if (sizes.size() > stable_shim::kMaxRank || !stable_shim::non_overlapping_and_dense(sizes, strides)) {
+  if (!non_overlapping_and_dense(sizes.data(), strides.data(), sizes.size())) {
     return torch::stable::empty_like(t);
   }
   return stable_shim::empty_strided(sizes, strides.data(), t.scalar_type(), t.device());
@@ -183,21 +170,15 @@ inline void sum_into(Tensor& into, const Tensor& in, int64_t dim) {
 }
 
 // Makes a CUDA device current for the guard's scope.
-// torch's guard is built only when the device has to change: it costs a heap object and an
-// accelerator lookup per call, and almost every call already runs on q's device. The guard then has
-// nothing to restore either. cudaGetDevice reads the same runtime's state as torch (the binding
-// links the shared CUDA runtime).
+// Makes a CUDA device current for the guard's scope. Always built, though it costs 0.3 us: whether
+// the device must change is torch's notion of the current device, which can differ from the CUDA
+// runtime's (torch defers setting a device that has no context yet).
 class DeviceGuard {
  public:
-  explicit DeviceGuard(const Device& device) {
-    int current = -1;
-    if (cudaGetDevice(&current) != cudaSuccess || current != static_cast<int>(device.index())) {
-      guard_.emplace(device.index());
-    }
-  }
+  explicit DeviceGuard(const Device& device) : guard_(device.index()) {}
 
  private:
-  std::optional<torch::stable::accelerator::DeviceGuard> guard_;
+  torch::stable::accelerator::DeviceGuard guard_;
 };
 
 inline cudaStream_t current_stream(DeviceIndex device) {
