@@ -9,7 +9,8 @@
 //   DeviceGuard (makes a CUDA device current for a scope), current_stream, device_name (the
 //   spelling of a device in messages), fail (throws the operator error), draw_philox (the
 //   forward's dropout seed and offset from torch's generator), clear_probability_padding and
-//   lengths_of; here, for both: shape_text/device_text (message parts formatted only on failure),
+//   lengths_of; for both, in message_parts.h (each backend includes it after device_name):
+//   shape_text/device_text (message parts formatted only on failure); here, for both:
 //   stride_from_end, has_sizes.
 // Two implementations, chosen by the build (cmake option FLASH_ATTN_TORCH_ABI):
 //   exact  (tensor_api_aten.h)   ATen and c10, for one exact torch version (TORCH_LIBRARY);
@@ -29,30 +30,6 @@
 #include <ostream>
 
 namespace flash_attn_wheels::binding {
-
-// Message parts for sizes and devices, formatted only when a message is built (fail() or
-// TORCH_CHECK stream them): a check that passes costs no string. Both hold views, valid while the
-// tensor (or the list) they came from lives, which is the whole of the check's expression.
-struct ShapeText {
-  IntList sizes;
-};
-struct DeviceText {
-  Device device;
-};
-
-// "[2, 512, 8, 64]": sizes and strides as torch prints them.
-inline ShapeText shape_text(IntList sizes) { return ShapeText{sizes}; }
-inline std::ostream& operator<<(std::ostream& out, const ShapeText& shape) {
-  out << '[';
-  for (size_t i = 0; i < shape.sizes.size(); ++i) out << (i ? ", " : "") << shape.sizes[i];
-  return out << ']';
-}
-
-// "cuda:0", "cpu": a device as torch prints it (device_name, in the backend).
-inline DeviceText device_text(const Device& device) { return DeviceText{device}; }
-inline std::ostream& operator<<(std::ostream& out, const DeviceText& device) {
-  return out << device_name(device.device);
-}
 
 // Stride of the k-th dimension from the end (k = 1: the last one) of a tensor of rank >= k (the
 // callers check the rank first; a lower rank is a bug of the binding, not of the input).

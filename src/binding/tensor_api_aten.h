@@ -37,6 +37,12 @@ template <typename... Parts>
 
 inline std::string device_name(const Device& d) { return d.str(); }
 
+}  // namespace flash_attn_wheels::binding
+
+#include "message_parts.h"  // shape_text, device_text (need IntList, Device, device_name)
+
+namespace flash_attn_wheels::binding {
+
 // CUDA tensors come straight from ATen's CUDA allocation functions (at::detail::empty_cuda and
 // empty_strided_cuda, what the CUDA kernels of empty and empty_strided call): at::empty and
 // at::empty_like would reach them through two or three dispatcher calls (an allocation: 2.0 against

@@ -70,6 +70,12 @@ inline std::string device_name(const Device& d) {
   return "device type " + std::to_string(static_cast<int>(d.type()));
 }
 
+}  // namespace flash_attn_wheels::binding
+
+#include "message_parts.h"  // shape_text, device_text (need IntList, Device, device_name)
+
+namespace flash_attn_wheels::binding {
+
 // Allocation and zeroing go through the C shims (aoti_torch_empty_strided, aoti_torch_zero_), which
 // call ATen's functions: torch::stable::empty/empty_like/zero_ find the operator by name and run it
 // boxed on every call (an allocation: 3.4 us against 2.1 us on an H200, bench/binding_cost.py api;
@@ -90,16 +96,6 @@ inline int32_t dtype_code(DType dtype) {
   }
 }
 
-// "[2, 512, 8]": sizes in a message (tensor_api.h's shape_text is declared after this header).
-struct ShapeOf {
-  IntList sizes;
-};
-inline std::ostream& operator<<(std::ostream& out, const ShapeOf& shape) {
-  out << '[';
-  for (size_t i = 0; i < shape.sizes.size(); ++i) out << (i ? ", " : "") << shape.sizes[i];
-  return out << ']';
-}
-
 // Throws for a device the binding never allocates on (a bug of the binding, not of the input).
 inline int32_t device_type_code(const Device& device) {
   if (device.is_cuda()) return aoti_torch_device_type_cuda();
@@ -117,7 +113,7 @@ inline Tensor empty_strided(IntList sizes, const int64_t* strides, DType dtype, 
         static_cast<int64_t>(sizes.size()), sizes.data(), strides, dtype_code(dtype), device_type_code(device),
         static_cast<int32_t>(device.index()), &handle));
   } catch (const std::exception& error) {
-    fail("flash_attn: could not allocate a ", torch_dtype_name(dtype), " tensor of shape ", ShapeOf{sizes}, " on ",
+    fail("flash_attn: could not allocate a ", torch_dtype_name(dtype), " tensor of shape ", shape_text(sizes), " on ",
          device_name(device), ": ", error.what());
   }
   return Tensor(handle);
@@ -169,7 +165,6 @@ inline void sum_into(Tensor& into, const Tensor& in, int64_t dim) {
   torch::stable::sum_out(into, in, IntList(dims));
 }
 
-// Makes a CUDA device current for the guard's scope.
 // Makes a CUDA device current for the guard's scope. Always built, though it costs 0.3 us: whether
 // the device must change is torch's notion of the current device, which can differ from the CUDA
 // runtime's (torch defers setting a device that has no context yet).
