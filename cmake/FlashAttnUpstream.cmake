@@ -118,13 +118,14 @@ function(flash_attn_prepare_upstream)
   cmake_parse_arguments(arg "" "PYTHON;OUT_TREE;OUT_CUTLASS;OUT_SOURCE;OUT_VERSION;OUT_SHA256;OUT_FRESH" "STAMP_INPUTS"
                         ${ARGN})
   set(stage "${CMAKE_BINARY_DIR}/upstream")
-  # layout 2: the staged tree holds upstream's LICENSE (shipped in the wheel). Whether the deltas
-  # are applied is part of the staged tree's identity too: switching FLASH_ATTN_APPLY_DELTAS in a
-  # reused build directory must restage, never keep a patched tree.
+  # layout 3: the staged tree holds upstream's LICENSE and its Python package flash_attn/ (both
+  # shipped in the wheel). Whether the deltas are applied is part of the staged tree's identity
+  # too: switching FLASH_ATTN_APPLY_DELTAS in a reused build directory must restage, never keep a
+  # patched tree.
   if(FLASH_ATTN_APPLY_DELTAS)
-    set(identity "layout2;deltas=on;")
+    set(identity "layout3;deltas=on;")
   else()
-    set(identity "layout2;deltas=off;")
+    set(identity "layout3;deltas=off;")
   endif()
   foreach(input IN LISTS arg_STAMP_INPUTS)
     file(SHA256 "${input}" h)
@@ -137,8 +138,9 @@ function(flash_attn_prepare_upstream)
     set(source "dir")
     set(sha "")
     flash_attn_tree_version("${user_tree}" version)
-    # A local tree can change under us: include its kernel files' hashes in the stamp.
-    file(GLOB_RECURSE kernel_files LIST_DIRECTORIES false "${user_tree}/csrc/flash_attn/*")
+    # A local tree can change under us: include its kernel and Python files' hashes in the stamp.
+    file(GLOB_RECURSE kernel_files LIST_DIRECTORIES false "${user_tree}/csrc/flash_attn/*"
+         "${user_tree}/flash_attn/*.py")
     list(SORT kernel_files)
     foreach(f IN LISTS kernel_files)
       file(SHA256 "${f}" h)
@@ -178,6 +180,9 @@ function(flash_attn_prepare_upstream)
       if(EXISTS "${user_tree}/LICENSE")
         file(COPY "${user_tree}/LICENSE" DESTINATION "${stage}")
       endif()
+      if(IS_DIRECTORY "${user_tree}/flash_attn")
+        file(COPY "${user_tree}/flash_attn" DESTINATION "${stage}" FILES_MATCHING PATTERN "*.py")
+      endif()
     else()
       # Extract to a scratch folder first so an interrupted extraction never looks complete.
       set(scratch "${CMAKE_BINARY_DIR}/upstream.extract")
@@ -185,7 +190,8 @@ function(flash_attn_prepare_upstream)
       file(ARCHIVE_EXTRACT INPUT "${sdist}" DESTINATION "${scratch}"
            PATTERNS "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}/csrc/flash_attn/*"
                     "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}/csrc/cutlass/include/*"
-                    "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}/LICENSE")
+                    "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}/LICENSE"
+                    "flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}/flash_attn/*")
       file(RENAME "${scratch}/flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}" "${stage}")
       file(REMOVE_RECURSE "${scratch}")
     endif()

@@ -3,7 +3,7 @@
 A build writes ``flash_attn/build_info_<group>.json`` next to ``flash_attn/_C_<group>.so``
 (``.pyd`` on Windows), for example::
 
-    {"version": "2.9.2.post1", "group": "legacy", "archs": [80, 89, 90],
+    {"version": "2.8.3.post2", "group": "legacy", "archs": [80, 89, 90],
      "sass": ["sm_80", "sm_89", "sm_90"], "ptx_arch": 90,
      "cuda_version": "13.0.88", "torch_version": "2.14.1+cu130", "torch_cuda_version": "13.0",
      "cxx11_abi": true, "torch_abi": "exact", "torch_min": null, "kernel_set": "dev",
@@ -275,7 +275,7 @@ def is_stable(info: Mapping[str, Any]) -> bool:
 def local_label(info: Mapping[str, Any], group: str | None = None) -> str:
     """Local version label of the wheel this build info describes, for ``group`` (default: its own).
 
-    The spelling is :func:`flash_attn._label.local_label`'s, e.g. ``cu130torch2.14.1cxx11abitrue.legacy``
+    The spelling is :func:`flash_attn._label.local_label`'s, e.g. ``cu130torch2.14.1cxx11abitrue.legacy.rev1``
     (plus ``.ci`` etc. for a kernel set other than release, so the name of the other group's wheel
     keeps this wheel's set); the CUDA is the build's toolkit (``cuda_version``), else torch's
     (``torch_cuda_version``).

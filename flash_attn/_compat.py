@@ -126,14 +126,20 @@ def group_for_capability(build_info: Mapping[str, Any], capability: tuple[int, i
 
 def wheel_name(build_info: Mapping[str, Any], group: str, dist_version: str | None = None) -> str:
     """Requirement string of this release for ``group``, e.g.
-    ``flash_attn==2.9.2.post1+cu130torch2.14.1cxx11abitrue.blackwell``.
+    ``flash_attn==2.8.3.post2+cu130torch2.14.1cxx11abitrue.blackwell.rev1``.
 
-    ``dist_version`` (the installed distribution's version) is preferred when it carries a local
-    label ending in the build's group: only the group is swapped, the rest stays exact.
+    ``dist_version`` (the installed distribution's version) is preferred when its local label has
+    the build's group right before the revision segment (``...legacy.rev1[.ci]``): only the group
+    is swapped, the rest stays exact.
     """
     own = str(build_info.get("group", ""))
-    if dist_version and "+" in dist_version and dist_version.endswith("." + own):
-        return f"flash_attn=={dist_version[: -len(own)]}{group}"
+    if dist_version and "+" in dist_version:
+        public, local = dist_version.split("+", 1)
+        segments = local.split(".")
+        for i in range(len(segments) - 1):
+            if segments[i] == own and segments[i + 1].startswith("rev"):
+                segments[i] = group
+                return f"flash_attn=={public}+{'.'.join(segments)}"
     return f"flash_attn=={bi.public_version(str(build_info['version']))}+{bi.local_label(build_info, group)}"
 
 

@@ -5,14 +5,18 @@ written before the field existed):
 
 - ``exact`` (torch's C++ API, one wheel per torch release):
   ``cu<CUDA major><minor>torch<torch version>cxx11abi<true|false>.<group>``, e.g.
-  ``cu130torch2.14.1cxx11abitrue.legacy``;
+  ``cu130torch2.14.1cxx11abitrue.legacy.rev1``;
 - ``stable`` (torch's stable ABI only, one wheel for every torch >= its minimum):
-  ``cu<CUDA major><minor>torchstable<minimum torch>.<group>``, e.g. ``cu130torchstable2.11.legacy``
+  ``cu<CUDA major><minor>torchstable<minimum torch>.<group>``, e.g. ``cu130torchstable2.11.legacy.rev1``
   (no C++11 ABI flag: the stable ABI passes no libstdc++ type between torch and the library).
 
+Both end in this project's revision of the upstream release, ``rev<REVISION>``
+(``cu130torch2.14.1cxx11abitrue.legacy.rev1``): the public version is upstream's own
+(``flash_attn/_version.py``), so the revision is what tells two releases of this project apart.
+
 Lowercase, PEP 440 normal form; a wheel of any kernel set but ``release`` gets the set's
-name as one more segment (``...legacy.ci``), so a dry-run wheel never carries a release wheel's
-name. The runtime uses it to name the wheel to install (:mod:`flash_attn._compat`); the release
+name as one more segment (``...legacy.rev1.ci``), so a dry-run wheel never carries a release
+wheel's name. The runtime uses it to name the wheel to install (:mod:`flash_attn._compat`); the release
 tooling (``release.tagging``, ``release.matrix``) loads this file by path, so it imports nothing
 from the package and nothing outside the standard library.
 """
@@ -23,6 +27,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+# This project's revision of the upstream release named by flash_attn/_version.py: raised by one
+# for every release of this project made on the same upstream release, back to 1 when the pin moves.
+REVISION = 1
 RELEASE_KERNEL_SET = "release"  # the only kernel set whose label has no kernel-set segment
 TORCH_ABI_EXACT = "exact"  # build info "torch_abi" of the per-torch binding (and of every older build info)
 TORCH_ABI_STABLE = "stable"  # build info "torch_abi" of the stable-ABI binding
@@ -87,7 +94,8 @@ def local_label(
     torch_min: str | None = None,
 ) -> str:
     """The label of a wheel built with CUDA ``cuda_version`` ("13.0" or "13.0.88") for ``group``
-    and ``kernel_set`` (release, dev, ci, custom; added as a last segment unless it is release).
+    and ``kernel_set`` (release, dev, ci, custom; added as a last segment unless it is release),
+    followed by ``rev<REVISION>`` before the kernel-set segment.
 
     ``torch_abi="exact"``: against torch ``torch_version`` (its own local label is dropped) with
     C++11 ABI flag ``cxx11_abi``. ``torch_abi="stable"``: for every torch >= ``torch_min``
@@ -112,5 +120,5 @@ def local_label(
         label = f"{tag}torch{public_version(torch_version or '')}cxx11abi{'true' if cxx11_abi else 'false'}.{group}"
     else:
         raise ValueError(f"torch ABI {torch_abi!r} is not one of {', '.join(TORCH_ABIS)}")
-    label = label.lower()
+    label = f"{label.lower()}.rev{REVISION}"
     return label if kernel_set == RELEASE_KERNEL_SET else f"{label}.{kernel_set}"

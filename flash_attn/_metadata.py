@@ -14,7 +14,7 @@ DISTRIBUTION = "flash_attn"
 def choose_version(source_version: str, installed_version: str | None) -> str:
     """Pick the version to report.
 
-    The installed metadata carries the local label (``2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy``)
+    The installed metadata carries the local label (``2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1``)
     and wins when its public part equals ``source_version``; otherwise (no installed distribution,
     or one of another flash_attn, e.g. upstream's, shadowed by this source checkout) the version
     from ``flash_attn/_version.py`` is used.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-VERSION = "2.9.2.post1"
+VERSION = "2.8.3.post2"
 
 
 def build_info(group: str = "legacy", **overrides) -> dict:

@@ -5,12 +5,19 @@
 
 A-1 (rescale skip with max lagging) and A-2 (packed FMA before exp2) live in our own header
 ``src/kernels/deltas/flash_attn_wheels_deltas.h``.  This script copies that header next to the
-upstream ``softmax.h`` and makes three anchored edits there:
+upstream ``softmax.h`` and makes four anchored edits there:
 
   1. after ``#include "utils.h"``: a marker line and ``#include "flash_attn_wheels_deltas.h"``;
   2. in ``scale_apply_exp2``: the inner per-column loop becomes a call to ``exp2_row`` (A-2);
   3. in ``Softmax::softmax_rescale_o``: the per-row rescale loop becomes a call to
-     ``rescale_o_max_lagging<Check_inf>`` (A-1).
+     ``rescale_o_max_lagging<Check_inf, kMaxLagging>`` (A-1);
+  4. ``Softmax`` gains the template parameter ``bool kMaxLagging = true``;
+
+and one in ``flash_fwd_kernel.h``: the ``Softmax`` of ``compute_attn_1rowblock`` (the forward that
+can return the attention probabilities P) is declared with ``kMaxLagging = !Return_softmax``.  A
+kernel that writes P (a testing output: ``return_attn_probs`` with dropout) thus rescales at every
+key block as upstream does, so P is relative to each block's running max as upstream's tests
+rebuild it; every other forward kernel keeps A-1.
 
 Before writing anything it verifies that the tree has the shape these edits assume (each anchor
 found exactly once, the loops hold what they should, the code around them is in the expected
@@ -40,7 +47,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-DELTAS_VERSION = 1
+DELTAS_VERSION = 2  # 2: A-1 off in the Return_softmax forward (P on upstream's base)
 MARKER = f"flash-attn-wheels-deltas v{DELTAS_VERSION}: A-1 rescale skip, A-2 packed FMA"
 MARKER_PREFIX = "flash-attn-wheels-deltas v"
 HEADER_NAME = "flash_attn_wheels_deltas.h"
@@ -217,10 +224,18 @@ def _indent_of(code: str, index: int) -> str:
 # The edits of softmax.h.
 
 A1_CALL = (
-    "flash_attn_wheels::deltas::rescale_o_max_lagging<Check_inf>("
+    "flash_attn_wheels::deltas::rescale_o_max_lagging<Check_inf, kMaxLagging>("
     "row_max, scores_max_prev, row_sum, acc_o_rowcol, softmax_scale_log2);  // A-1 (flash_attn wheels)"
 )
 A2_CALL = "flash_attn_wheels::deltas::exp2_row(tensor, mi, scale, max_scaled);  // A-2 (flash_attn wheels)"
+SOFTMAX_TEMPLATE = "template <int kNRows>"
+SOFTMAX_TEMPLATE_NEW = "template <int kNRows, bool kMaxLagging = true>  // kMaxLagging: A-1 (flash_attn wheels)"
+FWD_SOFTMAX = "FLASH_NAMESPACE::Softmax<2 * size<1>(acc_o)> softmax;"
+FWD_SOFTMAX_NEW = (
+    "FLASH_NAMESPACE::Softmax<2 * size<1>(acc_o), /*kMaxLagging=*/!Return_softmax> softmax;"
+    "  // A-1 off where P is returned (flash_attn wheels)"
+)
+FWD_FUNCTION = "inline __device__ void compute_attn_1rowblock("
 
 
 def patch_softmax(text: str, file: str) -> str:
@@ -294,6 +309,13 @@ def patch_softmax(text: str, file: str) -> str:
         )
     edits.append((s, e, _indent_of(text, s) + A1_CALL))
 
+    # 4. the Softmax struct's template header gains kMaxLagging (A-1 per instantiation)
+    struct = find_once(code, "struct Softmax {", file)
+    header = code.rfind("template", 0, struct.start())
+    if header < 0 or not re.fullmatch(_ws_join(SOFTMAX_TEMPLATE), code[header : struct.start()].strip()):
+        raise DeltaShapeError(file, SOFTMAX_TEMPLATE, "expected right before `struct Softmax {`")
+    edits.append((header, header + len(text[header : struct.start()].rstrip()), SOFTMAX_TEMPLATE_NEW))
+
     out = text
     for start, end, new in sorted(edits, reverse=True):
         out = out[:start] + new + out[end:]
@@ -306,6 +328,21 @@ def check_forward_kernel(text: str, file: str) -> None:
     for anchor in ["softmax.template softmax_rescale_o</*Is_first=*/false", "softmax.template normalize_softmax_lse"]:
         if not re.search(_ws_join(anchor), code):
             raise DeltaShapeError(file, anchor, "not found (the deltas patch Softmax in softmax.h for this kernel)")
+
+
+def patch_forward_kernel(text: str, file: str) -> str:
+    """flash_fwd_kernel.h with compute_attn_1rowblock's Softmax declared ``kMaxLagging = !Return_softmax``.
+
+    The P that kernel writes when it returns the probabilities is then on upstream's base (each
+    block's running max). DeltaShapeError when the function, its Return_softmax parameter or the
+    declaration is not found exactly once.
+    """
+    code = _code_only(text)
+    what = "compute_attn_1rowblock"
+    fb, fe = function_body(code, FWD_FUNCTION, file)
+    _require(code, ["bool Return_softmax"], file, code.rfind("template", 0, fb), fb, f"the template header of {what}")
+    m = find_once(code, FWD_SOFTMAX, file, fb, fe, what)
+    return text[: m.start()] + FWD_SOFTMAX_NEW + text[m.end() :]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,19 +413,25 @@ def plan(tree: Path) -> list[Change]:
         )
     if not found and (foreign := foreign_deltas(tree)):
         raise ForeignDeltasError(foreign)
-    check_forward_kernel(_read(fwd)[0], str(fwd))
+    fwd_text, fwd_crlf = _read(fwd)
+    check_forward_kernel(fwd_text, str(fwd))
     if found:
-        for anchor in (f'#include "{HEADER_NAME}"', A1_CALL.split("(")[0], A2_CALL.split("(")[0]):
-            if anchor not in text:
+        done = [(softmax, text, a) for a in (f'#include "{HEADER_NAME}"', A1_CALL.split("(")[0], A2_CALL.split("(")[0])]
+        done += [(softmax, text, SOFTMAX_TEMPLATE_NEW), (fwd, fwd_text, FWD_SOFTMAX_NEW)]
+        for path, content, anchor in done:
+            if anchor not in content:
                 raise DeltaShapeError(
-                    str(softmax), anchor, "marker present but the patch is incomplete; re-extract the upstream tree"
+                    str(path), anchor, "marker present but the patch is incomplete; re-extract the upstream tree"
                 )
     else:
+        # both files are checked before either is written
+        new_fwd = patch_forward_kernel(fwd_text, str(fwd))
         changes.append(
             Change(
                 softmax, patch_softmax(text, str(softmax)), crlf, "A-1 rescale skip with max lagging, A-2 packed FMA"
             )
         )
+        changes.append(Change(fwd, new_fwd, fwd_crlf, "A-1 off in the forward that returns P"))
 
     header = kdir / HEADER_NAME
     if not header.is_file() or header.read_text(encoding="utf-8") != header_text:

@@ -43,8 +43,9 @@ class Plan:
 
 
 def expected_tag(version: str) -> str:
-    """The tag a release of `version` is pushed as: v + the version, exactly (v2.9.2.post1)."""
-    return f"v{version}"
+    """The tag a release of `version` is pushed as: v + the version + -rev<REVISION of
+    flash_attn/_label.py> (v2.8.3.post2-rev1): the version is upstream's, the revision this project's."""
+    return f"v{version}-rev{_paths.label().REVISION}"
 
 
 def check_tag(tag: str, version: str) -> None:
@@ -53,7 +54,8 @@ def check_tag(tag: str, version: str) -> None:
         raise ReleaseError(
             f"tag {tag!r} does not match flash_attn/_version.py ({version!r}): a release is tagged "
             f"{expected_tag(version)}. Delete the tag (git push --delete origin {tag}) and tag the commit "
-            f"{expected_tag(version)}, or set __version__ in flash_attn/_version.py, commit, and tag that commit."
+            f"{expected_tag(version)}, or set __version__ in flash_attn/_version.py (REVISION in flash_attn/_label.py), "
+            "commit, and tag that commit."
         )
 
 

@@ -1,7 +1,7 @@
 """Local version labels and wheel re-tagging.
 
 A wheel is tagged with the local version label ``+cu<CUDA>torch<torch>cxx11abi<true|false>.<group>``
-(docs/design.md), e.g. ``flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy``; a wheel of any
+(docs/design.md), e.g. ``flash_attn-2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1``; a wheel of any
 kernel set other than ``release`` gets the set's name as one more segment
 (``...legacy.ci``, ``...legacy.dev``, ``...legacy.custom``), so a dry-run wheel never carries the
 name of a release wheel. The label is
@@ -178,7 +178,7 @@ def metadata_torch_requirements(wheel: Path) -> list[str]:
 
 
 def tagged_version(version: str, label: str) -> str:
-    """version (its own local label replaced) + label, normalized: 2.9.2.post1+cu130...legacy."""
+    """version (its own local label replaced) + label, normalized: 2.8.3.post2+cu130...legacy."""
     from packaging.version import Version
 
     return str(Version(f"{Version(version).public}+{label}"))

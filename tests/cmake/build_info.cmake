@@ -23,7 +23,7 @@ set(FLASH_ATTN_RESCALE_THRESHOLD 8.0)
 set(FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET OFF)
 flash_attn_manifest_get(upstream_version upstream version)
 flash_attn_write_build_info(
-  OUT_JSON "${OUT}" OUT_HEADER "${OUT}.h" KERNELS_JSON "${kernels_json}" VERSION "2.9.2.post1" GROUP "${GROUP}"
+  OUT_JSON "${OUT}" OUT_HEADER "${OUT}.h" KERNELS_JSON "${kernels_json}" VERSION "2.8.3.post2" GROUP "${GROUP}"
   ARCHS ${archs} SASS ${sass} PTX_ARCH "${ptx}" CUDA_VERSION "${CUDA_VERSION}" TORCH_VERSION "2.14.1+cu130"
   TORCH_CUDA_VERSION "13.0" CXX11_ABI ON TORCH_ABI exact UPSTREAM_SOURCE "sdist" UPSTREAM_VERSION "${upstream_version}"
   UPSTREAM_SHA256 "0" FATBIN_COMPRESSION "size" CXX_COMPILER "GNU 13.2.0" CUDA_COMPILER "NVIDIA ${CUDA_VERSION}")

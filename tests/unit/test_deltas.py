@@ -45,14 +45,16 @@ def test_apply_patches_softmax_and_adds_header(tree: Path, upstream_tree: Path):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
     assert (
-        len(lines) == 2
+        len(lines) == 3
         and any("softmax.h" in line for line in lines)
+        and any("flash_fwd_kernel.h" in line for line in lines)
         and any("flash_attn_wheels_deltas.h" in line for line in lines)
     )
     patched = softmax_h(tree).read_text()
-    assert "flash-attn-wheels-deltas v1" in patched
+    assert "flash-attn-wheels-deltas v2" in patched
     assert '#include "flash_attn_wheels_deltas.h"' in patched
-    assert patched.count("flash_attn_wheels::deltas::rescale_o_max_lagging<Check_inf>(") == 1
+    assert patched.count("flash_attn_wheels::deltas::rescale_o_max_lagging<Check_inf, kMaxLagging>(") == 1
+    assert patched.count("template <int kNRows, bool kMaxLagging = true>") == 1
     assert patched.count("flash_attn_wheels::deltas::exp2_row(") == 1
     # upstream's rescale loop and per-column exp2 loop are gone, everything else is kept
     assert "scores_scale" not in patched and "scores_scale" in original
@@ -71,10 +73,16 @@ def test_apply_patches_softmax_and_adds_header(tree: Path, upstream_tree: Path):
     ):
         assert macro in header
     assert "asm volatile" not in header  # the packed FMA must stay schedulable
-    # only softmax.h changed among upstream's files
+    # softmax.h changed, and in flash_fwd_kernel.h only the Softmax of the forward that can return P
+    fwd_old = (upstream_tree / KERNEL_DIR / "flash_fwd_kernel.h").read_text().splitlines()
+    fwd_new = (tree / KERNEL_DIR / "flash_fwd_kernel.h").read_text().splitlines()
+    changed = [(a, b) for a, b in zip(fwd_old, fwd_new, strict=True) if a != b]
+    assert len(changed) == 1 and "/*kMaxLagging=*/!Return_softmax" in changed[0][1], changed
+    lines = fwd_new.index(changed[0][1])
+    assert "compute_attn_1rowblock(" in "\n".join(fwd_new[:lines]).rsplit("inline __device__ void", 1)[1]
     src = upstream_tree / KERNEL_DIR
     for p in src.iterdir():
-        if p.name != "softmax.h":
+        if p.name not in ("softmax.h", "flash_fwd_kernel.h"):
             assert (tree / KERNEL_DIR / p.name).read_bytes() == p.read_bytes(), p.name
 
 
@@ -172,7 +180,7 @@ def test_missing_tree_is_refused(tmp_path: Path):
 def test_other_marker_version_is_refused(tree: Path):
     assert run_script("--tree", str(tree)).returncode == 0
     path = softmax_h(tree)
-    path.write_text(path.read_text().replace("flash-attn-wheels-deltas v1", "flash-attn-wheels-deltas v0"))
+    path.write_text(path.read_text().replace("flash-attn-wheels-deltas v2", "flash-attn-wheels-deltas v1"))
     r = run_script("--tree", str(tree))
     assert r.returncode == 2 and "re-extract" in r.stderr
 
@@ -444,3 +452,16 @@ def test_sass_audit_counts_forward_kernels_only():
     assert c["kernels"] == 1
     assert c["total"]["FFMA2"] == 1 and c["total"]["FFMA"] == 1 and c["total"]["MUFU.EX2"] == 2
     assert c["total"]["instructions"] == 5
+
+
+def test_forward_softmax_declaration_checked_before_anything_is_written(tree: Path):
+    """The forward that returns P must get kMaxLagging = !Return_softmax; without its Softmax
+    declaration the tree is refused and neither softmax.h nor flash_fwd_kernel.h is touched."""
+    fwd = tree / KERNEL_DIR / "flash_fwd_kernel.h"
+    original = fwd.read_text()
+    first = original.index("FLASH_NAMESPACE::Softmax<2 * size<1>(acc_o)> softmax;")
+    fwd.write_text(original[:first] + "auto softmax = make_softmax(acc_o);" + original[first + 53 :])
+    r = run_script("--tree", str(tree))
+    assert r.returncode == 2 and "compute_attn_1rowblock" in r.stderr, r.stderr
+    assert "flash-attn-wheels-deltas" not in softmax_h(tree).read_text()
+    assert "kMaxLagging" not in fwd.read_text()

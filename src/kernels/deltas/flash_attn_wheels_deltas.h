@@ -9,6 +9,9 @@
 //        keep the previous max ("max lagging") and skip rescaling the output accumulator and the
 //        row sum.  The probabilities of the current block are then computed against the kept max,
 //        so they can reach 2^threshold (256 for 8.0), and output, row sum and LSE stay exact.
+//        A Softmax whose kMaxLagging is false (the forward kernel instantiated with Return_softmax,
+//        which writes P to memory for testing) takes upstream's rescale at every block, so the P it
+//        returns is relative to each block's running max, as upstream's tests rebuild it.
 //   A-2  exp2_row(): x * scale - max_scaled for two columns at once with fma.rn.f32x2 on
 //        sm_100 and newer (ptxas lowers it to FFMA2 where the hardware has it).
 //
@@ -109,19 +112,23 @@ __forceinline__ __device__ void exp2_row(TensorT &tensor, int mi, float scale, f
 //
 // A row whose previous max is -inf (all keys so far masked) always takes the upstream path, which
 // handles -inf with Check_inf exactly as before (no -inf - -inf).
-template <bool Check_inf, typename TensorMax, typename TensorMaxPrev, typename TensorSum, typename TensorAcc>
+//
+// MaxLagging = false compiles upstream's always-rescale path whatever the threshold: the forward
+// kernels that return P (Return_softmax) use it, so their P keeps upstream's base (docs/deltas.md).
+template <bool Check_inf, bool MaxLagging, typename TensorMax, typename TensorMaxPrev, typename TensorSum, typename TensorAcc>
 __forceinline__ __device__ void rescale_o_max_lagging(TensorMax &row_max, TensorMaxPrev const &row_max_prev,
                                                       TensorSum &row_sum, TensorAcc &acc_o_rowcol,
                                                       float scale_log2) {
     constexpr int kRows = decltype(cute::size(row_max))::value;
+    constexpr float kThreshold = MaxLagging ? kRescaleThreshold : 0.f;
     bool rescale_row[kRows];
     bool any_rescale = false;
     #pragma unroll
     for (int mi = 0; mi < kRows; ++mi) {
         rescale_row[mi] = true;
-        if constexpr (kRescaleThreshold > 0.f) {
+        if constexpr (kThreshold > 0.f) {
             const float prev = row_max_prev(mi);
-            const bool skip = prev != -INFINITY && (prev - row_max(mi)) * scale_log2 >= -kRescaleThreshold;
+            const bool skip = prev != -INFINITY && (prev - row_max(mi)) * scale_log2 >= -kThreshold;
             if (skip) {
                 if constexpr (!kBrokenNoMaxReset) { row_max(mi) = prev; }
                 rescale_row[mi] = false;
@@ -129,7 +136,7 @@ __forceinline__ __device__ void rescale_o_max_lagging(TensorMax &row_max, Tensor
         }
         any_rescale |= rescale_row[mi];
     }
-    if constexpr (kRescaleThreshold > 0.f) {
+    if constexpr (kThreshold > 0.f) {
         // Warp-uniform exit: when no row of the warp needs it, the rescale is skipped as a whole
         // (per row it would only be predicated off, still taking issue slots).  Every thread of
         // the warp reaches this point (softmax_rescale_o is called by the whole thread block).

@@ -257,7 +257,7 @@ def test_ctrl_c_prints_one_line_and_exits_130(env, capsys, monkeypatch):
 
 
 def _damaged(tmp_path: Path, kind: str, sidecar: bool) -> Path:
-    wheel = make_wheel(tmp_path / "wh", version="2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy")
+    wheel = make_wheel(tmp_path / "wh", version="2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1")
     data = bytearray(wheel.read_bytes())
     if sidecar:
         checksums.write_sidecar(wheel)

@@ -80,7 +80,7 @@ def test_asked_torch_differs(tmp_path, monkeypatch):
 
 
 def test_out_dir_with_another_version(tmp_path):
-    make_wheel(tmp_path / "out", version="2.9.1+cu130torch2.14.1cxx11abitrue.legacy")
+    make_wheel(tmp_path / "out", version="2.9.1+cu130torch2.14.1cxx11abitrue.legacy.rev1")
     before = sorted(p.name for p in (tmp_path / "out").iterdir())
     with pytest.raises(ReleaseError, match="already holds flash_attn-2.9.1"):
         run(opts(tmp_path))
@@ -88,14 +88,14 @@ def test_out_dir_with_another_version(tmp_path):
 
 
 def test_out_dir_with_same_version_other_group_is_fine(tmp_path):
-    make_wheel(tmp_path / "out", group="blackwell", version="2.9.2.post1+cu130torch2.14.1cxx11abitrue.blackwell")
-    options.check_out_dir(tmp_path / "out", "2.9.2.post1")
+    make_wheel(tmp_path / "out", group="blackwell", version="2.8.3.post2+cu130torch2.14.1cxx11abitrue.blackwell.rev1")
+    options.check_out_dir(tmp_path / "out", "2.8.3.post2")
 
 
 def test_out_path_is_a_file(tmp_path):
     (tmp_path / "out").write_text("")
     with pytest.raises(ReleaseError, match="is not a folder"):
-        options.check_out_dir(tmp_path / "out", "2.9.2.post1")
+        options.check_out_dir(tmp_path / "out", "2.8.3.post2")
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from release.errors import ReleaseError
 from release.toolchain import Toolchain
 
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
-FULL = "2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy.ci"
+FULL = "2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1.ci"
 
 
 def built(outdir: Path, group: str = "legacy", **kw) -> Path:

@@ -11,8 +11,8 @@ from release_fakes import build_info, make_wheel
 from release import checksums, publish, tagging
 from release.errors import ReleaseError
 
-LEGACY = "2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy"
-BLACKWELL = "2.9.2.post1+cu130torch2.14.1cxx11abitrue.blackwell"
+LEGACY = "2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1"
+BLACKWELL = "2.8.3.post2+cu130torch2.14.1cxx11abitrue.blackwell.rev1"
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_assemble_and_verify(tmp_path, wheelhouse):
     reports = tmp_path / "reports"
     report(reports, LEGACY)
     report(reports, BLACKWELL, sm=100)
-    report(reports, "2.9.1+cu130torch2.14.1cxx11abitrue.legacy")  # another version: not shipped
+    report(reports, "2.9.1+cu130torch2.14.1cxx11abitrue.legacy.rev1")  # another version: not shipped
     out = publish.assemble([wheelhouse], reports, tmp_path / "rel")
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(

@@ -12,7 +12,7 @@ from release.errors import ReleaseError
 def test_contents_of_a_good_tagged_wheel(fake_wheel, tmp_path):
     tagged = tagging.retag(fake_wheel, tmp_path / "t")
     facts, info = smoke.check_contents(tagged, "legacy")
-    assert facts.version.endswith("+cu130torch2.14.1cxx11abitrue.legacy") and info["group"] == "legacy"
+    assert facts.version.endswith("+cu130torch2.14.1cxx11abitrue.legacy.rev1") and info["group"] == "legacy"
 
 
 def test_untagged_wheel_is_refused(fake_wheel):
@@ -34,7 +34,7 @@ def test_group_mismatch_is_refused(fake_wheel, tmp_path):
 
 def test_label_must_match_build_info(tmp_path):
     raw = make_wheel(tmp_path / "raw", info=build_info(cxx11_abi=False))
-    wrong = tagging.retag(raw, tmp_path / "t", label="cu130torch2.14.1cxx11abitrue.legacy")
+    wrong = tagging.retag(raw, tmp_path / "t", label="cu130torch2.14.1cxx11abitrue.legacy.rev1")
     with pytest.raises(ReleaseError, match="cxx11abifalse"):
         smoke.check_contents(wrong)
 
@@ -47,7 +47,7 @@ def test_fresh_venv_run_reports_each_check(tmp_path, capsys):
     out = capsys.readouterr().out
     for line in (
         "[ok] pip install into a fresh venv",
-        "[ok] pip metadata reports the full version: 2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy",
+        "[ok] pip metadata reports the full version: 2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1",
         "[ok] import flash_attn (the installed package)",
         "[ok] build info of the arch group: build_info_legacy.json",
         "[ok] only this group's shared object is installed: _C_legacy.so",

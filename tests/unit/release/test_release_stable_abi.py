@@ -16,7 +16,7 @@ from release.toolchain import Toolchain
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
 OLD_TORCH = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.10.0+cu130", "13.0", True, "gcc", "12.2.0", "c++")
 STABLE = {"torch_abi": "stable", "torch_min": options.TORCH_MIN}
-FULL = f"2.9.2.post1+cu130torchstable{options.TORCH_MIN}.legacy.ci"
+FULL = f"2.8.3.post2+cu130torchstable{options.TORCH_MIN}.legacy.rev1.ci"
 
 
 def opts(tmp_path, **passthrough):

@@ -15,7 +15,7 @@ from release_fakes import VERSION, build_info, make_wheel
 from release import tagging
 from release.errors import ReleaseError
 
-LABEL = "cu130torch2.14.1cxx11abitrue.legacy"
+LABEL = "cu130torch2.14.1cxx11abitrue.legacy.rev1"
 
 
 def test_label_from_build_info():
@@ -26,10 +26,10 @@ def test_label_from_build_info():
     ("overrides", "label"),
     [
         ({"cuda_version": "12.8.93", "torch_version": "2.13.0+cu128", "group": "blackwell"},
-         "cu128torch2.13.0cxx11abitrue.blackwell"),
-        ({"cxx11_abi": False}, "cu130torch2.14.1cxx11abifalse.legacy"),
+         "cu128torch2.13.0cxx11abitrue.blackwell.rev1"),
+        ({"cxx11_abi": False}, "cu130torch2.14.1cxx11abifalse.legacy.rev1"),
         ({"torch_version": "2.14.1"}, LABEL),  # no local label of its own
-        ({"cuda_version": "13.0", "group": "custom"}, "cu130torch2.14.1cxx11abitrue.custom"),
+        ({"cuda_version": "13.0", "group": "custom"}, "cu130torch2.14.1cxx11abitrue.custom.rev1"),
     ],
 )  # fmt: skip
 def test_label_variants(overrides, label):
@@ -48,7 +48,7 @@ def test_label_bad_build_info():
 
 
 def test_tagged_version_replaces_existing_label():
-    assert tagging.tagged_version("2.9.2.post1+old.label", LABEL) == f"2.9.2.post1+{LABEL}"
+    assert tagging.tagged_version("2.8.3.post2+old.label", LABEL) == f"2.8.3.post2+{LABEL}"
 
 
 def test_retag_writes_label_everywhere(fake_wheel, tmp_path):
@@ -137,7 +137,7 @@ def test_native_members(tmp_path):
 # -- stable-ABI wheels: label and Requires-Dist ------------------------------------------------------
 
 STABLE = {"torch_abi": "stable", "torch_min": "2.11"}
-STABLE_LABEL = "cu130torchstable2.11.legacy"
+STABLE_LABEL = "cu130torchstable2.11.legacy.rev1"
 
 
 @pytest.mark.parametrize(
@@ -145,7 +145,7 @@ STABLE_LABEL = "cu130torchstable2.11.legacy"
     [
         (STABLE, STABLE_LABEL),
         ({**STABLE, "cxx11_abi": False, "torch_version": "2.12.1+cu132", "cuda_version": "13.2.1"},
-         "cu132torchstable2.11.legacy"),  # neither the build's torch nor the C++11 ABI flag is in it
+         "cu132torchstable2.11.legacy.rev1"),  # neither the build's torch nor the C++11 ABI flag is in it
         ({**STABLE, "kernel_set": "dev"}, STABLE_LABEL + ".dev"),
         ({"torch_abi": "exact", "torch_min": None}, LABEL),
     ],

@@ -12,7 +12,7 @@ from release_fakes import VERSION, build_info, make_wheel
 from release import _paths, tagging
 from release.errors import ReleaseError
 
-RELEASE_LABEL = "cu130torch2.14.1cxx11abitrue.legacy"
+RELEASE_LABEL = "cu130torch2.14.1cxx11abitrue.legacy.rev1"
 
 
 @pytest.mark.parametrize("kernel_set", ["ci", "dev", "custom"])

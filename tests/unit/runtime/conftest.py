@@ -16,7 +16,7 @@ from flash_attn import _build_info, _checks, _compat, _loader, _ops
 DEV_HEAD_DIMS = (32, 64, 96, 128, 192)
 
 LEGACY_INFO = {
-    "version": "2.9.2.post1",
+    "version": "2.8.3.post2",
     "group": "legacy",
     "archs": [80, 89, 90],
     "sass": ["sm_80", "sm_89", "sm_90"],

@@ -123,10 +123,10 @@ def test_versions_and_labels(legacy_info):
     assert bi.cuda_tag("x") is None
     # the fixture is a dev-set build: its label (and the other group's) carries the set, as tagging writes it
     assert legacy_info["kernel_set"] == "dev"
-    assert bi.local_label(legacy_info) == "cu130torch2.14.1cxx11abitrue.legacy.dev"
-    assert bi.local_label(legacy_info, "blackwell") == "cu130torch2.14.1cxx11abitrue.blackwell.dev"
+    assert bi.local_label(legacy_info) == "cu130torch2.14.1cxx11abitrue.legacy.rev1.dev"
+    assert bi.local_label(legacy_info, "blackwell") == "cu130torch2.14.1cxx11abitrue.blackwell.rev1.dev"
     release = {**legacy_info, "kernel_set": "release"}
-    assert bi.local_label(release, "blackwell") == "cu130torch2.14.1cxx11abitrue.blackwell"
+    assert bi.local_label(release, "blackwell") == "cu130torch2.14.1cxx11abitrue.blackwell.rev1"
 
 
 def test_stable_abi_fields_and_labels(legacy_info):
@@ -135,9 +135,9 @@ def test_stable_abi_fields_and_labels(legacy_info):
     assert bi.torch_abi({**legacy_info, "torch_abi": None, "torch_min": None}) == "exact"
     stable = bi.parse({**legacy_info, "torch_abi": "stable", "torch_min": "2.11", "kernel_set": "release"})
     assert bi.is_stable(stable)
-    assert bi.local_label(stable) == "cu130torchstable2.11.legacy"
-    assert bi.local_label(stable, "blackwell") == "cu130torchstable2.11.blackwell"
-    assert bi.local_label({**stable, "kernel_set": "dev"}) == "cu130torchstable2.11.legacy.dev"
+    assert bi.local_label(stable) == "cu130torchstable2.11.legacy.rev1"
+    assert bi.local_label(stable, "blackwell") == "cu130torchstable2.11.blackwell.rev1"
+    assert bi.local_label({**stable, "kernel_set": "dev"}) == "cu130torchstable2.11.legacy.rev1.dev"
 
 
 @pytest.mark.parametrize(

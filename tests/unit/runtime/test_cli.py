@@ -15,7 +15,7 @@ def state(status="ready", info=None, error=None):
     s.build_info = info
     s.kernels = _build_info.kernel_set(info) if info else frozenset()
     s.error = error
-    s.dist_version = "2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy"
+    s.dist_version = "2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1"
     if info:
         s.library = "/site/flash_attn/_C_legacy.so"
     return s

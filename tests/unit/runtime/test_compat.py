@@ -7,7 +7,7 @@ import pytest
 from flash_attn import _build_info as bi
 from flash_attn import _compat
 
-LEGACY_LABEL = "2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy"
+LEGACY_LABEL = "2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1"
 
 
 @pytest.mark.parametrize(
@@ -42,7 +42,7 @@ def test_legacy_on_blackwell_names_the_blackwell_wheel(legacy_info, capability, 
     sm = f"sm_{capability[0]}{capability[1]}"
     for expected in (name, f"{capability[0]}.{capability[1]}", sm, "GPU 1", "'legacy'", ".blackwell"):
         assert expected in message, (expected, message)
-    assert "flash_attn==2.9.2.post1+cu130torch2.14.1cxx11abitrue.blackwell" in message
+    assert "flash_attn==2.8.3.post2+cu130torch2.14.1cxx11abitrue.blackwell.rev1" in message
 
 
 @pytest.mark.parametrize("capability", [(8, 0), (8, 6), (8, 9), (9, 0)])
@@ -52,7 +52,7 @@ def test_blackwell_on_older_gpus_names_the_legacy_wheel(blackwell_info, capabili
     assert ".legacy" in verdict.message and "'blackwell'" in verdict.message
     assert "NVIDIA A100-SXM4-80GB" in verdict.message
     # without an installed distribution the requirement is built from the build info
-    assert "flash_attn==2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy" in verdict.message
+    assert "flash_attn==2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1" in verdict.message
 
 
 @pytest.mark.parametrize(
@@ -97,7 +97,7 @@ def test_custom_group_uses_same_major_rule_and_points_to_official_wheels(legacy_
     assert _compat.check_device(custom, (8, 9), "RTX 4090").target == "sm_86"
     verdict = _compat.check_device(custom, (8, 0), "A100")  # sm_86 SASS cannot run on 8.0
     assert not verdict.ok and verdict.suggested_group == "legacy"
-    assert "cxx11abitrue.legacy" in verdict.message
+    assert "cxx11abitrue.legacy.rev1" in verdict.message
 
 
 def test_sass_variants(legacy_info):
@@ -115,16 +115,16 @@ def test_sass_variants(legacy_info):
 
 def test_wheel_name_swaps_only_the_group():
     info = {
-        "version": "2.9.2.post1",
+        "version": "2.8.3.post2",
         "group": "legacy",
         "torch_version": "2.13.0+cu132",
         "cuda_version": "13.2.1",
         "cxx11_abi": False,
     }
-    assert _compat.wheel_name(info, "blackwell") == "flash_attn==2.9.2.post1+cu132torch2.13.0cxx11abifalse.blackwell"
+    assert _compat.wheel_name(info, "blackwell") == "flash_attn==2.8.3.post2+cu132torch2.13.0cxx11abifalse.blackwell.rev1"
     assert (
-        _compat.wheel_name(info, "blackwell", "2.9.2.post1+cu130torch2.13.0cxx11abifalse.legacy")
-        == "flash_attn==2.9.2.post1+cu130torch2.13.0cxx11abifalse.blackwell"
+        _compat.wheel_name(info, "blackwell", "2.8.3.post2+cu130torch2.13.0cxx11abifalse.legacy.rev1")
+        == "flash_attn==2.8.3.post2+cu130torch2.13.0cxx11abifalse.blackwell.rev1"
     )
 
 
@@ -169,7 +169,7 @@ def test_nightly_is_not_the_release(legacy_info):
 
 # --- stable-ABI builds: a torch range instead of one torch ----------------------------------------
 
-STABLE_LABEL = "2.9.2.post1+cu130torchstable2.11.legacy.dev"
+STABLE_LABEL = "2.8.3.post2+cu130torchstable2.11.legacy.rev1.dev"
 
 
 @pytest.fixture
@@ -217,4 +217,4 @@ def test_release_tuple():
 
 
 def test_stable_wheel_name_keeps_the_stable_label(stable_info):
-    assert _compat.wheel_name(stable_info, "blackwell") == "flash_attn==2.9.2.post1+cu130torchstable2.11.blackwell.dev"
+    assert _compat.wheel_name(stable_info, "blackwell") == "flash_attn==2.8.3.post2+cu130torchstable2.11.blackwell.rev1.dev"

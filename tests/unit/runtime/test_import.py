@@ -51,7 +51,7 @@ def test_import_works_without_gpu_or_build(unbuilt_checkout):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith(str(unbuilt_checkout))
-    assert lines[1].split("+")[0] == "2.9.2.post1"
+    assert lines[1].split("+")[0] == "2.8.3.post2"
     assert lines[2:4] == ["not_built", "None"]
     assert lines[4] == "False", "importing flash_attn must not import torch._dynamo (slow)"
     assert "nox -s dev" in lines[5] and "pip install ." in lines[5]
@@ -67,15 +67,15 @@ def test_cli_says_not_built_and_fails(unbuilt_checkout):
 
 
 def test_version_choice():
-    assert _metadata.choose_version("2.9.2.post1", None) == "2.9.2.post1"
-    label = "2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy"
-    assert _metadata.choose_version("2.9.2.post1", label) == label
+    assert _metadata.choose_version("2.8.3.post2", None) == "2.8.3.post2"
+    label = "2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1"
+    assert _metadata.choose_version("2.8.3.post2", label) == label
     # an installed upstream flash_attn shadowed by this checkout: keep our own version
-    assert _metadata.choose_version("2.9.2.post1", "2.8.3.post2") == "2.9.2.post1"
+    assert _metadata.choose_version("2.8.3.post2", "2.8.3.post2") == "2.8.3.post2"
 
 
 def test_version_from_metadata(monkeypatch):
-    label = "2.9.2.post1+cu130torch2.14.1cxx11abitrue.blackwell"
+    label = "2.8.3.post2+cu130torch2.14.1cxx11abitrue.blackwell.rev1"
     monkeypatch.setattr(_metadata.metadata, "version", lambda name: label)
     assert _metadata.package_version() == label
 
@@ -83,4 +83,4 @@ def test_version_from_metadata(monkeypatch):
         raise _metadata.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(_metadata.metadata, "version", missing)
-    assert _metadata.package_version() == "2.9.2.post1"
+    assert _metadata.package_version() == "2.8.3.post2"

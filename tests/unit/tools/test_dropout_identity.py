@@ -10,7 +10,7 @@ import torch
 
 def run(**overrides) -> dict:
     tensors = {"out": torch.randn(2, 8, 4, 64).half(), "P": torch.randn(2, 4, 128, 128).half()}
-    doc = {"flash_attn": "2.9.2.post1+x", "torch_abi": "exact", "torch": "2.11.0", "seed": 1234, "p": 0.17,
+    doc = {"flash_attn": "2.8.3.post2+x", "torch_abi": "exact", "torch": "2.11.0", "seed": 1234, "p": 0.17,
            "shapes": {"base": {"tensors": tensors, "generator_offset": 256}}}  # fmt: skip
     doc.update(overrides)
     return doc

@@ -170,15 +170,15 @@ def test_report_files(tmp_path, good_report):
     report = dict(good_report)
     timing = {"fwd_ms": 0.12, "fwd_tflops": 100.0, "fwd_bwd_ms": 0.5, "fwd_bwd_tflops": 90.0, "sdpa_flash_fwd_ms": 0.13}
     report["latency"] = [{"name": "fp16 B=2 H=8 S=1024 D=128", "status": "measured", **timing}]
-    report["context"] = {"flash_attn": "2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy", "gpu": "NVIDIA H200",
+    report["context"] = {"flash_attn": "2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1", "gpu": "NVIDIA H200",
                          "sm": 90, "build": {"group": "legacy", "archs": [80, 89, 90]}}  # fmt: skip
     report["api"] = "stand-in"
     report["counts"] = v.count(report)
     jpath, mpath = v.write_report(report, tmp_path)
-    assert jpath.name == "validation-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-sm90.json"
+    assert jpath.name == "validation-2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1-sm90.json"
     assert json.loads(jpath.read_text())["counts"]["FAILED"] == 0
     md = mpath.read_text()
-    assert md.startswith("# flash_attn 2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy validation on NVIDIA H200")
+    assert md.startswith("# flash_attn 2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1 validation on NVIDIA H200")
     assert "**PASSED**" in md and "| build: archs | [80, 89, 90] |" in md
     assert "## Latency (50 warm-up + 50 timed, CUDA events, median)" in md and "| 0.120 |" in md
     assert "fp16 rel_Linf <= 0.02, bf16 <= 0.01, cosine >= 0.9995" in md

@@ -16,14 +16,15 @@ from release._paths import package_version
 from release.errors import ReleaseError
 
 ROOT = Path(__file__).resolve().parents[3]
-VERSION = "2.9.2.post1"
-TAG = f"refs/tags/v{VERSION}"
+VERSION = "2.8.3.post2"
+TAG_NAME = f"v{VERSION}-rev1"  # flash_attn/_label.py REVISION
+TAG = f"refs/tags/{TAG_NAME}"
 NO_FILTERS = {"os": "", "group": "", "cuda": "", "torch": ""}
 
 
 def test_a_tag_push_publishes():
     got = gates.plan("push", TAG, VERSION)
-    assert got.publish and got.tag == f"v{VERSION}"
+    assert got.publish and got.tag == TAG_NAME
 
 
 @pytest.mark.parametrize(
@@ -51,10 +52,10 @@ def test_a_push_with_inputs_does_not_publish():
     assert not gates.plan("push", TAG, VERSION, "", dict(NO_FILTERS, group="legacy")).publish
 
 
-@pytest.mark.parametrize("tag", ["v2.9.2", "v2.9.2.post2", "2.9.2.post1", "v2.9.2.post1-rc1"])
+@pytest.mark.parametrize("tag", ["v2.9.2", "v2.8.3.post2", "2.8.3.post2-rev1", "v2.8.3.post2-rev2", "v2.8.3.post2-rc1"])
 @pytest.mark.parametrize("event", ["push", "workflow_dispatch"])
 def test_the_tag_must_be_v_version(tag, event):
-    with pytest.raises(ReleaseError, match=rf"tag '{tag}' does not match .*a release is tagged v2\.9\.2\.post1"):
+    with pytest.raises(ReleaseError, match=rf"tag '{tag}' does not match .*a release is tagged v2\.8\.3\.post2-rev1"):
         gates.plan(event, f"refs/tags/{tag}", VERSION)
 
 
@@ -76,7 +77,7 @@ def source_run(**overrides) -> dict:
     run = {
         "id": 42,
         "event": "push",
-        "head_branch": f"v{VERSION}",
+        "head_branch": TAG_NAME,
         "head_sha": "a" * 40,
         "path": ".github/workflows/release.yml",
         "status": "completed",
@@ -87,7 +88,7 @@ def source_run(**overrides) -> dict:
 
 
 def test_source_run_is_the_tag_push_run_of_release_yml():
-    gates.check_source_run(source_run(), f"v{VERSION}", "a" * 40)
+    gates.check_source_run(source_run(), TAG_NAME, "a" * 40)
 
 
 @pytest.mark.parametrize(
@@ -102,7 +103,7 @@ def test_source_run_is_the_tag_push_run_of_release_yml():
 )
 def test_source_run_mismatches_are_refused(overrides, message):
     with pytest.raises(ReleaseError, match=message):
-        gates.check_source_run(source_run(**overrides), f"v{VERSION}", "a" * 40)
+        gates.check_source_run(source_run(**overrides), TAG_NAME, "a" * 40)
 
 
 def test_cuda_patch_version_is_checked(tmp_path):
@@ -197,9 +198,9 @@ def test_sums_command_with_the_run_matrix_or_the_full_release(tmp_path, capsys):
 def test_plan_command_writes_the_job_outputs(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary"))
     out = tmp_path / "out"
-    tag = f"refs/tags/v{package_version()}"
+    tag = f"refs/tags/{gates.expected_tag(package_version())}"
     assert gates.main(["plan", "--event", "push", "--ref", tag, "--github-output", str(out)]) == 0
-    assert out.read_text().splitlines() == ["publish=true", f"tag=v{package_version()}"]
+    assert out.read_text().splitlines() == ["publish=true", f"tag={gates.expected_tag(package_version())}"]
     assert "release gate: PUBLISH" in (tmp_path / "summary").read_text()
     out.unlink()
     args = ["plan", "--event", "workflow_dispatch", "--ref", tag, "--kernel-set", "ci", "--github-output", str(out)]

@@ -80,8 +80,8 @@ def test_torches_below_the_minimum_keep_their_per_torch_wheel():
         matrix.Wheel("ubuntu-24.04", "legacy", "13.2", "2.12.1", "stable", ("2.12.1",)),
     ]  # a CUDA outside matrix.CUDA (12.8) is no release build
     assert len(matrix.release_wheels("exact", table)) == len(matrix.OSES) * len(matrix.GROUPS) * 5
-    below = matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.10.0", version="2.9.2.post1")
-    assert below["label"] == "cu130torch2.10.0cxx11abitrue.legacy" and "--torch-abi" not in below["args"]
+    below = matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.10.0", version="2.8.3.post2")
+    assert below["label"] == "cu130torch2.10.0cxx11abitrue.legacy.rev1" and "--torch-abi" not in below["args"]
     assert matrix.stable_serves("2.11.0") and not matrix.stable_serves("2.10.1") and matrix.stable_serves("3.0.0")
 
 
@@ -164,9 +164,9 @@ def test_cxx11_abi_label_per_os(full):
         linux = e["os"].startswith("ubuntu")
         assert e["cxx11_abi"] is linux
         if e["torch_abi"] == "stable":  # no C++11 ABI flag: no libstdc++ type crosses the stable ABI
-            assert e["label"] == f"{e['cu']}torchstable{matrix.TORCH_MIN}.{e['group']}"
+            assert e["label"] == f"{e['cu']}torchstable{matrix.TORCH_MIN}.{e['group']}.rev1"
         else:
-            assert e["label"] == f"{e['cu']}torch{e['torch']}cxx11abi{'true' if linux else 'false'}.{e['group']}"
+            assert e["label"] == f"{e['cu']}torch{e['torch']}cxx11abi{'true' if linux else 'false'}.{e['group']}.rev1"
         assert e["wheel"].endswith("manylinux_2_28_x86_64.whl" if linux else "win_amd64.whl")
         assert e["container"] == (f"pytorch/manylinux2_28-builder:cuda{e['cuda']}" if linux else "")
         assert e["manylinux"] == ("manylinux_2_28" if linux else "")
@@ -179,20 +179,20 @@ def test_a_non_release_kernel_set_never_carries_a_release_name(full, kernel_set)
     other = matrix.build_matrix(kernel_set=kernel_set, torch_abi=full[0]["torch_abi"])["include"]
     assert len(other) == len(full)
     for e in other:
-        assert e["label"].endswith(f".{e['group']}.{kernel_set}")
+        assert e["label"].endswith(f".{e['group']}.rev1.{kernel_set}")
         assert e["wheel"] not in release_names
 
 
 def test_example_of_the_design_document():
-    e = matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.14.1", version="2.9.2.post1")
+    e = matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.14.1", version="2.8.3.post2")
     assert e["wheel"] == (
-        "flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-cp310-abi3-manylinux_2_28_x86_64.whl"
+        "flash_attn-2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1-cp310-abi3-manylinux_2_28_x86_64.whl"
     )
     assert e["command"] == "nox -s wheel_legacy -- --torch-version 2.14.1 --kernel-set release"
     e = matrix.entry(
-        "ubuntu-24.04", "legacy", "13.0", "2.11.0", version="2.9.2.post1", torch_abi="stable", torches=["2.11.0"]
+        "ubuntu-24.04", "legacy", "13.0", "2.11.0", version="2.8.3.post2", torch_abi="stable", torches=["2.11.0"]
     )
-    assert e["wheel"] == "flash_attn-2.9.2.post1+cu130torchstable2.11.legacy-cp310-abi3-manylinux_2_28_x86_64.whl"
+    assert e["wheel"] == "flash_attn-2.8.3.post2+cu130torchstable2.11.legacy.rev1-cp310-abi3-manylinux_2_28_x86_64.whl"
     assert e["command"] == "nox -s wheel_legacy -- --torch-version 2.11.0 --torch-abi stable --kernel-set release"
     assert e["name"] == "legacy-cu130-torchstable2.11-linux"
 

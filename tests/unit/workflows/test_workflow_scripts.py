@@ -155,7 +155,7 @@ def run_check_step(bash: str, tmp_path: Path, wheel: str, summaries: int) -> sub
     fake_bin.mkdir()
     (fake_bin / "sccache").write_text("#!/bin/sh\necho sccache stats\n")
     (fake_bin / "sccache").chmod(0o755)
-    expected = "flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-cp310-abi3-linux_x86_64.whl"
+    expected = "flash_attn-2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1-cp310-abi3-linux_x86_64.whl"
     env = dict(
         os.environ,
         EXPECTED=expected,
@@ -174,16 +174,16 @@ def run_check_step(bash: str, tmp_path: Path, wheel: str, summaries: int) -> sub
 
 
 def test_check_step_collects_the_summary(bash, tmp_path):
-    wheel = "flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-cp310-abi3-linux_x86_64.whl"
+    wheel = "flash_attn-2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1-cp310-abi3-linux_x86_64.whl"
     proc = run_check_step(bash, tmp_path, wheel, summaries=1)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "wheelhouse" / "build-summary-legacy-cu130-torch2.14.1-linux.json").is_file()
 
 
 def test_check_step_fails_on_another_wheel_name_or_no_summary(bash, tmp_path):
-    proc = run_check_step(bash, tmp_path / "a", "flash_attn-2.9.2.post1-cp310-abi3-linux_x86_64.whl", summaries=1)
+    proc = run_check_step(bash, tmp_path / "a", "flash_attn-2.8.3.post2-cp310-abi3-linux_x86_64.whl", summaries=1)
     assert proc.returncode != 0 and "::error::expected wheelhouse/" in proc.stdout
-    wheel = "flash_attn-2.9.2.post1+cu130torch2.14.1cxx11abitrue.legacy-cp310-abi3-linux_x86_64.whl"
+    wheel = "flash_attn-2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1-cp310-abi3-linux_x86_64.whl"
     proc = run_check_step(bash, tmp_path / "b", wheel, summaries=0)
     assert proc.returncode != 0 and "::error::expected one build summary" in proc.stdout
 
@@ -209,9 +209,10 @@ def run_bash_step(bash: str, script: str, cwd: Path, env: dict) -> subprocess.Co
 )
 def test_gate_step_of_the_workflow(bash, tmp_path, event, ref, publish):
     from release._paths import package_version
+    from release.gates import expected_tag
 
     s = job_step("matrix", lambda st: st.get("id") == "gate")
-    tag = f"v{package_version()}"
+    tag = expected_tag(package_version())
     out = tmp_path / "out"
     env = {k: "" for k in s["env"]} | {"EVENT": event, "REF": f"refs/tags/{tag}" if ref == "TAG" else ref}
     proc = run_bash_step(bash, s["run"], ROOT, env | {"GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": ""})
