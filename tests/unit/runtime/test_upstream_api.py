@@ -90,6 +90,21 @@ def test_extension_functions_follow_flash_api_cpp(upstream_tree):
     assert interface.flash_attn_gpu is interface.flash_attn_cuda is _extension
 
 
+PRIVATE_OPS = dict(zip(PRIVATE, ("fwd", "varlen_fwd", "bwd", "varlen_bwd"), strict=True))
+
+
+@pytest.mark.parametrize("name", [*EXTENSION, *PRIVATE])
+def test_every_operator_argument_comes_from_a_parameter(name):
+    """call() takes the operator's arguments by schema name (a missing one would silently be None)."""
+    if name in EXTENSION:
+        op, function = name, getattr(_extension, name)
+        names = _extension._KVCACHE_NAMES if op == "fwd_kvcache" else _extension._SCHEMA_NAMES
+    else:
+        op, function, names = PRIVATE_OPS[name], getattr(interface, name)._init_fn, {"causal": "is_causal"}
+    given = {names.get(p, p) for p in inspect.signature(function).parameters}
+    assert set(_extension.PARAMETERS[op]) - given <= {"rng_state"}
+
+
 # --- behaviour over the emulated operators ------------------------------------------------------
 
 
@@ -215,6 +230,70 @@ def test_extension_writes_out_and_gradients_in_place(emulated):
     assert dq.data_ptr() == grads.data_ptr() and grads.abs().sum() > 0
     with pytest.raises(TypeError):
         flash_attn_2_cuda.fwd(q=q, k=k, v=v)  # positional only, as the compiled module
+
+
+def test_extension_varlen_functions_in_place(emulated):
+    cu = torch.tensor([0, 5, 16], dtype=torch.int32)
+    q, k, v = (rand(16, 4, 64) for _ in range(3))
+    buffer = torch.zeros(2, 16, 4, 64, dtype=torch.float16)
+    result = flash_attn_2_cuda.varlen_fwd(
+        q, k, v, buffer[1], cu, cu, None, None, None, None, 11, 11, 0.0, 0.125, False, True, -1, -1, 0.0, False, None
+    )
+    assert result[0].data_ptr() == buffer[1].data_ptr() and buffer[0].abs().sum() == 0
+    torch.testing.assert_close(buffer[1], flash_attn.flash_attn_varlen_func(q, k, v, cu, cu, 11, 11, 0.0, 0.125, True))
+    grads = torch.zeros(16, 3, 4, 64, dtype=torch.float16)
+    dout = rand(16, 4, 64)
+    flash_attn_2_cuda.varlen_bwd(
+        dout,
+        q,
+        k,
+        v,
+        result[0],
+        result[1],
+        grads[:, 0],
+        grads[:, 1],
+        grads[:, 2],
+        cu,
+        cu,
+        None,
+        11,
+        11,
+        0.0,
+        0.125,
+        False,
+        True,
+        -1,
+        -1,
+        0.0,
+        False,
+        None,
+        result[3],
+    )
+    want = torch.zeros(3, 16, 4, 64, dtype=torch.float16)
+    interface._flash_attn_varlen_backward(
+        dout,
+        q,
+        k,
+        v,
+        result[0],
+        result[1],
+        want[0],
+        want[1],
+        want[2],
+        cu,
+        cu,
+        11,
+        11,
+        0.0,
+        0.125,
+        True,
+        -1,
+        -1,
+        0.0,
+        None,
+        False,
+    )
+    torch.testing.assert_close(grads, want.transpose(0, 1))
 
 
 def test_extension_kvcache_out(emulated):
