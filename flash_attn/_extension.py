@@ -20,10 +20,10 @@ Differences from the compiled extension, all from this wheel's operator schemas:
 * ``gen``, a CUDA ``torch.Generator``: with ``p_dropout > 0`` the Philox (seed, offset) is reserved
   on it in Python, as the exact build's C++ reserves it on the default generator (offset advanced
   by ``B * H * 32``, :mod:`flash_attn._rng`); ``None`` draws from the default generator of q's
-  device, as the public functions do. A given ``gen`` inside CUDA-graph capture raises
-  :class:`~flash_attn.FlashAttnError` (every replay would reuse one mask). The backward
-  functions given ``rng_state=None`` with ``p_dropout > 0`` reserve a fresh state the same way, as
-  upstream's C++ does (a mask other than the forward's; pass the forward's ``rng_state``).
+  device, as the public functions do. The backward functions given ``rng_state=None`` with
+  ``p_dropout > 0`` reserve a fresh state the same way, as upstream's C++ does (a mask other than
+  the forward's; pass the forward's ``rng_state``). Either reservation inside CUDA-graph capture
+  raises :class:`~flash_attn.FlashAttnError` (every replay would reuse one mask).
 * Errors are this package's (:class:`~flash_attn.InputError` and the others of
   :mod:`flash_attn.flash_attn_interface`), raised by the operators' own checks.
 
@@ -57,20 +57,19 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
 _SCHEMA_NAMES = {"p_dropout": "dropout_p", "kcache": "k_cache", "vcache": "v_cache", "seqlens_k": "cache_seqlens"}
 _KVCACHE_NAMES = {**_SCHEMA_NAMES, "leftpad_k": "cache_leftpad", "is_rotary_interleaved": "rotary_interleaved"}
 
-_GEN_CAPTURE_MESSAGE = (
-    "flash_attn_2_cuda: dropout with an explicit generator (gen) inside CUDA-graph capture is not supported: the "
-    "Philox state is reserved in Python, so every replay of the graph would reuse one dropout mask; pass gen=None "
-    "(the exact-ABI wheel then uses torch's graph-safe state) or dropout 0 inside the graph"
+_CAPTURE_MESSAGE = (
+    "flash_attn_2_cuda: dropout inside CUDA-graph capture with an explicit generator (gen), or in a backward "
+    "without the forward's rng_state, is not supported: the Philox state is then reserved in Python, so every "
+    "replay of the graph would reuse one dropout mask; pass gen=None and the forward's rng_state, or dropout 0 "
+    "inside the graph"
 )
 
 
 def _reserved(q: Tensor, batch: int, generator: Any) -> Tensor:
     """Reserve one call's Philox range on ``generator`` (None: q's default CUDA generator) now."""
-    if generator is None:
-        generator = _rng.generator_for(q.device)
-    elif _rng.capturing():
-        raise FlashAttnError(_GEN_CAPTURE_MESSAGE)
-    return _rng.rng_state(generator, batch, q.shape[-2])
+    if _rng.capturing():
+        raise FlashAttnError(_CAPTURE_MESSAGE)
+    return _rng.rng_state(generator or _rng.generator_for(q.device), batch, q.shape[-2])
 
 
 def _rng_state(op: str, values: Mapping[str, Any], generator: Any) -> Tensor | None:

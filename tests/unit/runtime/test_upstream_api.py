@@ -342,6 +342,11 @@ def test_backward_without_rng_state_draws_one_with_dropout(emulated, monkeypatch
     out, lse, _, _ = interface._flash_attn_forward(q, q, q, 0.0, 0.125, False, -1, -1, 0.0, None, False)
     interface._flash_attn_backward(q, q, q, q, out, lse, None, None, None, 0.1, 0.125, False, -1, -1, 0.0, None, False)
     assert mock_ops.CALLS[-1][1][-1].tolist() == [3, 0] and default.offset == 64
+    monkeypatch.setattr(_rng, "capturing", lambda: True)
+    with pytest.raises(flash_attn.FlashAttnError, match="rng_state"):
+        interface._flash_attn_backward(
+            q, q, q, q, out, lse, None, None, None, 0.1, 0.125, False, -1, -1, 0.0, None, False
+        )
 
 
 def test_fakes_trace_without_running_kernels():
