@@ -51,7 +51,26 @@ import torch
 import torch.nn.functional as F
 
 from . import _checks, _rng
+from . import _extension as flash_attn_gpu
 from ._autograd import FlashAttnFunc, FlashAttnVarlenFunc
+
+# Upstream 2.8.3's private API (docs/operators.md#upstreams-private-api): the names consumers import
+# from this module, and its extension module under the names upstream gives it here.
+from ._upstream_api import (  # noqa: F401
+    _flash_attn_backward,
+    _flash_attn_forward,
+    _flash_attn_varlen_backward,
+    _flash_attn_varlen_forward,
+    _get_block_size_n,
+    _wrapped_flash_attn_backward,
+    _wrapped_flash_attn_forward,
+    _wrapped_flash_attn_varlen_backward,
+    _wrapped_flash_attn_varlen_forward,
+    maybe_contiguous,
+    round_multiple,
+)
+
+flash_attn_cuda = flash_attn_gpu  # the name before upstream 2.7.x, which xformers still tries first
 
 __all__ = [
     "flash_attn_func",

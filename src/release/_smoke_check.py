@@ -157,6 +157,25 @@ def main() -> int:
         assert out.shape == q.shape and out.device.type == "meta"
         return f"out {tuple(out.shape)} on meta"
 
+    @check("upstream's private API and flash_attn_2_cuda (fake-tensor trace, no GPU needed)")
+    def _():
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        extension = importlib.import_module("flash_attn_2_cuda")
+        api = importlib.import_module("flash_attn.flash_attn_interface")
+        here = os.path.realpath(extension.__file__)
+        assert here.startswith(os.path.realpath(sys.prefix)), f"imported {here}, not from the virtual environment"
+        assert extension.fwd is api.flash_attn_gpu.fwd is api.flash_attn_cuda.fwd
+        with FakeTensorMode():
+            q = torch.empty(2, 100, 8, 64, dtype=torch.float16, device="cuda")
+            out, lse, _, rng = api._wrapped_flash_attn_forward(q, q, q, 0.0, 0.125, True, -1, -1, 0.0, None, False)
+            grads = torch.empty(3, 2, 100, 8, 64, dtype=torch.float16, device="cuda")
+            d = api._wrapped_flash_attn_backward(out, q, q, q, out, lse, *grads, 0.0, 0.125, True, -1, -1, 0.0, None,
+                                                 False, rng)  # fmt: skip
+        assert out.shape == q.shape and d.shape == (2, 8, 128)
+        return here
+
     print(json.dumps({"checks": RESULTS, "build_info": FOUND.get("build_info")}))
     return 0 if all(r["ok"] for r in RESULTS) else 1
 

@@ -15,7 +15,8 @@ docs/operators.md when torch loads it and refuses CPU tensors with a clear error
 compiles nothing (and its summary says 0 units) and gives the same wheel bytes (reproducible); a
 shard rebuilt in a clean build folder is served from the cache (hits, no misses, same objects),
 and compiled again by nvcc without the cache in a build root at another path it gives the same
-object bytes (sha256); the wheel ships this project's and upstream's license; the same archive also
+object bytes (sha256); the wheel ships this project's and upstream's license; installed into a
+fresh venv it satisfies the import lines of its consumers (``consumer_imports.py``); the same archive also
 links a stable-ABI wheel (``--torch-abi stable``: the binding alone compiles, and its library
 references no ATen or c10 symbol); bad options stop the configure with a message that says what to do.
 
@@ -36,6 +37,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import consumer_imports  # beside this file
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -264,6 +266,46 @@ def test_wheel_ships_both_licenses_and_asked_build_info(flow):
     assert info["deltas"] == {"applied": True, "rescale_threshold": 8.0, "packed_fma": True,
                               "broken_no_max_reset": False}  # fmt: skip
     assert info["fatbin_compression"] == "size" and info["upstream"]["source"] == "sdist"
+
+
+def _missing_for(row: dict, machine: dict) -> list[str]:
+    """What a consumer row needs that this machine lacks: triton, a CUDA device (consumer_imports.py)."""
+    needs = (("triton", row["triton"], machine["triton"]), ("a CUDA device", row["gpu"], machine["cuda"]))
+    return [what for what, needed, present in needs if needed and not present]
+
+
+def test_consumers_import_lines_work_with_the_installed_wheel(flow, tmp_path: Path):
+    """The consumer import table (consumer_imports.py), run in a fresh venv holding this wheel: every row
+    passes, except a row whose requirement (triton, a CUDA device) the machine lacks, which must fail for
+    exactly that reason. Cost: a venv, a pip install of the wheel and one python process (~30 s)."""
+    from release import smoke
+
+    with zipfile.ZipFile(flow[1]) as zf:
+        assert "flash_attn_2_cuda.py" in zf.namelist(), "upstream's extension module name, at the wheel's top level"
+    python = smoke.make_venv(tmp_path / "venv")  # system site-packages: the machine's torch (and triton)
+    work = tmp_path / "work"
+    work.mkdir()
+    pip = subprocess.run([*smoke.pip_command(python), "install", "--no-input", str(flow[1])], capture_output=True,
+                         text=True, cwd=work, env=smoke._clean_env())  # fmt: skip
+    assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
+    script = Path(__file__).with_name("consumer_imports.py")
+    proc = subprocess.run([str(python), str(script)], capture_output=True, text=True, cwd=work,
+                          env=smoke._clean_env(), timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    *rows, machine = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == len(consumer_imports.ROWS)
+    failed, not_here = [], []
+    for row in rows:
+        name = f"{row['consumer']}: {row['line']!r} ({row['where']})"
+        missing = _missing_for(row, machine)
+        if not missing and not row["ok"]:
+            failed.append(f"{name}: {row['error']}\n{row['trace']}")
+        elif missing and (row["ok"] or not re.search(r"triton|NVIDIA|CUDA", row["error"])):
+            failed.append(f"{name}: needs {' and '.join(missing)}, yet gave {row['error'] or 'no error'}")
+        elif missing:
+            not_here.append(f"{name}: not importable here (needs {' and '.join(missing)})")
+    print("\n".join(not_here))  # shown with -rP: what this machine could not check
+    assert not failed, "\n\n".join(failed)
 
 
 @pytest.fixture(scope="module")
