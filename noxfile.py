@@ -115,6 +115,18 @@ def validate(session: nox.Session) -> None:
     session.run("python", str(script), "--wheel", str(Path(wheel).resolve()), *out, *rest, env=ENV)
 
 
+@nox.session(venv_params=SHARED)
+def upstream_tests(session: nox.Session) -> None:
+    """GPU: upstream's tests/test_flash_attn.py and test_rotary.py, unmodified, on a wheel (-- WHEEL [--sample N])."""
+    if not session.posargs or not session.posargs[0].endswith(".whl"):
+        session.error("give the wheel first: nox -s upstream_tests -- wheelhouse/flash_attn-...whl [--sample 3000]")
+    wheel, rest = Path(session.posargs[0]).resolve(), session.posargs[1:]
+    session.install(*PINS["build"], *PINS["upstream_tests"])  # cmake fetches the pinned sdist with its tests
+    session.install("--no-deps", "--force-reinstall", str(wheel))
+    session.chdir(session.create_tmp())  # never the checkout's flash_attn/
+    session.run("python", "-m", "release.upstream_tests", "--wheel", str(wheel), *rest, env=ENV)
+
+
 def _bench(session: nox.Session, script: str, default_out: str) -> None:
     out = [] if any(a == "--out" or a.startswith("--out=") for a in session.posargs) else ["--out", default_out]
     session.run("python", str(ROOT / "bench" / script), *out, *session.posargs, env=ENV)  # bench/ imports release

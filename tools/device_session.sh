@@ -67,7 +67,7 @@
 #            --upstream-mode units), 16 jobs, alone on the machine -> build benchmark
 # The A-1 builds of the first lease (threshold 8 / 0 / broken) are in docs/evidence/h200-2026-11-29.
 set -u
-phase=${1:?usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable|host}
+phase=${1:?usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable|host|dropin}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=${W:-/tmp/fa}
 OUT=${OUT:-$W/out}
@@ -202,6 +202,27 @@ timed_steps() {  # wheel: validation report and kernel benchmark (with host over
 return_wheel() {  # the wheel back to this machine, in pieces the tool accepts (16 MiB each)
   split -b 15M -d "$1" "$OUT/$(basename "$1").part"
   sha256sum "$1" | tee "$R/wheel.sha256"
+}
+
+link_both() {  # phase: the exact and the stable-ABI wheel linked from $HOST_ROOT's kernels archive (the
+  # binding alone compiles), each installed into $W/site_<abi>; sets $key (both wheels' sha256 prefixes)
+  local abi wheel kernels
+  kernels=$(ls -d "$HOST_ROOT"/kernels-*/archive/kernels-* 2>/dev/null | head -1)
+  [ -n "$kernels" ] || { echo "$1: no kernels archive under $HOST_ROOT"; return 1; }
+  cd "$W" || exit 3  # never import the checkout's flash_attn/
+  # two links of about a minute each: with less time left, stop cleanly rather than kill one midway
+  [ "$(left)" -ge 150 ] || { echo "$1: the build finished late in this call; call the $1 phase again at once"; return 1; }
+  key=""
+  for abi in exact stable; do
+    rm -rf "$W/host_$abi"
+    step "link_$abi" 200 python3 -m release.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
+      --sdist "$SDIST" --jobs "$JOBS" --kernels "$kernels" --torch-abi "$abi" --no-smoke \
+      --build-root "$HOST_ROOT" --out "$W/host_$abi" > /dev/null || { echo "$1: linking the $abi wheel failed"; tail -n 30 "$R/link_$abi.txt"; return 1; }
+    wheel=$(ls "$W/host_$abi"/flash_attn-*.whl | head -1)
+    sha256sum "$wheel" | tee "$R/wheel_$abi.sha256"
+    key="$key$(sha256sum < "$wheel" | cut -c1-12)"
+    rm -rf "$W/site_$abi"; python3 -m pip install -q --no-deps --no-index --target "$W/site_$abi" "$wheel" || exit 3
+  done
 }
 
 once() {  # name reserve command...: step, unless an earlier call of this lease finished it (its
@@ -512,22 +533,7 @@ host)
     if [ -f "$W/hostbuild.failed" ]; then echo "host: the dev build failed"; else echo "host: the dev build is not ready (call the host phase again at once; it keeps building)"; fi
     tail -n 8 "$W/hostbuild.log"; exit 1
   }
-  kernels=$(ls -d "$HOST_ROOT"/kernels-*/archive/kernels-* 2>/dev/null | head -1)
-  [ -n "$kernels" ] || { echo "host: no kernels archive under $HOST_ROOT"; exit 1; }
-  cd "$W" || exit 3  # never import the checkout's flash_attn/
-  # two links of about a minute each: with less time left, stop cleanly rather than kill one midway
-  [ "$(left)" -ge 150 ] || { echo "host: the build finished late in this call; call the host phase again at once"; exit 1; }
-  key=""
-  for abi in exact stable; do
-    rm -rf "$W/host_$abi"
-    step "link_$abi" 200 python3 -m release.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
-      --sdist "$SDIST" --jobs "$JOBS" --kernels "$kernels" --torch-abi "$abi" --no-smoke \
-      --build-root "$HOST_ROOT" --out "$W/host_$abi" > /dev/null || { echo "host: linking the $abi wheel failed"; tail -n 30 "$R/link_$abi.txt"; exit 1; }
-    wheel=$(ls "$W/host_$abi"/flash_attn-*.whl | head -1)
-    sha256sum "$wheel" | tee "$R/wheel_$abi.sha256"
-    key="$key$(sha256sum < "$wheel" | cut -c1-12)"
-    rm -rf "$W/site_$abi"; python3 -m pip install -q --no-deps --no-index --target "$W/site_$abi" "$wheel" || exit 3
-  done
+  link_both host || exit 1
   [ "$(cat "$W/once/host_key" 2>/dev/null)" = "$key" ] || { rm -rf "$W"/once/host_*; mkdir -p "$W/once"; echo "$key" > "$W/once/host_key"; }
   EXACT_SITE="$W/site_exact${PYTHONPATH:+:$PYTHONPATH}"
   STABLE_SITE="$W/site_stable${PYTHONPATH:+:$PYTHONPATH}"
@@ -554,5 +560,36 @@ host)
   if [ "$rc" = 0 ]; then echo "host: all done"; else echo "host: all steps ran; some failed (rc $rc)"; fi
   exit $rc
   ;;
-*) echo "usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable|host" >&2; exit 2 ;;
+dropin)
+  # Issue 24 on the GPU: the dev set's kernels compiled once (as the host phase: detached, about 9
+  # minutes), the exact and the stable-ABI wheel linked from them, then on each wheel upstream's own
+  # tests/test_flash_attn.py and test_rotary.py from the pinned sdist, unmodified (nox -s upstream_tests'
+  # module: UP_SAMPLE cases spread over every test function, seed UP_SEED, UP_JOBS pytest-xdist workers
+  # on the GPU) and transformers' flash_attention_2 path against its sdpa path (tests/gpu). Call it
+  # until it says "dropin: all done".
+  HOST_ROOT=$W/host_root
+  [ -f "$W/hostbuild.done" ] || background hostbuild host_build
+  wait_for hostbuild "$(left 30)" || {
+    if [ -f "$W/hostbuild.failed" ]; then echo "dropin: the dev build failed"; else echo "dropin: the dev build is not ready (call the dropin phase again at once; it keeps building)"; fi
+    tail -n 8 "$W/hostbuild.log"; exit 1
+  }
+  link_both dropin || exit 1
+  [ "$(cat "$W/once/dropin_key" 2>/dev/null)" = "$key" ] || { rm -rf "$W"/once/dropin_*; mkdir -p "$W/once"; echo "$key" > "$W/once/dropin_key"; }
+  mkdir -p "$W/tf" && cp "$ROOT/tests/gpu/test_transformers_fa2.py" "$W/tf/"
+  for abi in exact stable; do
+    wheel=$(ls "$W/host_$abi"/flash_attn-*.whl | head -1)
+    PYTHONPATH="$W/site_$abi${PYTHONPATH:+:$PYTHONPATH}" once "dropin_transformers_$abi" 60 python3 -m pytest -c /dev/null \
+      -p no:cacheprovider -q -s --rootdir "$W/tf" "$W/tf/test_transformers_fa2.py" || rc=1
+    PYTHONPATH="$W/site_$abi${PYTHONPATH:+:$PYTHONPATH}" once "dropin_upstream_$abi" 20 python3 -m release.upstream_tests \
+      --wheel "$wheel" --sdist "$SDIST" --sample "${UP_SAMPLE:-3000}" --seed "${UP_SEED:-24}" --jobs "${UP_JOBS:-8}" \
+      --out "$W/once/up_$abi" -- -p no:cacheprovider || rc=1
+    cp "$W/once/up_$abi/upstream_tests.json" "$R/upstream_tests_$abi.json" 2>/dev/null
+  done
+  for s in dropin_transformers_exact dropin_upstream_exact dropin_transformers_stable dropin_upstream_stable; do
+    [ -f "$W/once/$s.rc" ] || { echo "dropin: $s not finished in this call; call the dropin phase again"; exit 1; }
+  done
+  if [ "$rc" = 0 ]; then echo "dropin: all done"; else echo "dropin: all steps ran; some failed (rc $rc)"; fi
+  exit $rc
+  ;;
+*) echo "usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable|host|dropin" >&2; exit 2 ;;
 esac

@@ -54,8 +54,8 @@ def check_tag(tag: str, version: str) -> None:
         raise ReleaseError(
             f"tag {tag!r} does not match flash_attn/_version.py ({version!r}): a release is tagged "
             f"{expected_tag(version)}. Delete the tag (git push --delete origin {tag}) and tag the commit "
-            f"{expected_tag(version)}, or set __version__ in flash_attn/_version.py (REVISION in flash_attn/_label.py), "
-            "commit, and tag that commit."
+            f"{expected_tag(version)}, or set __version__ in flash_attn/_version.py (REVISION in "
+            "flash_attn/_label.py), commit, and tag that commit."
         )
 
 

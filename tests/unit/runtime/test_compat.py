@@ -121,7 +121,9 @@ def test_wheel_name_swaps_only_the_group():
         "cuda_version": "13.2.1",
         "cxx11_abi": False,
     }
-    assert _compat.wheel_name(info, "blackwell") == "flash_attn==2.8.3.post2+cu132torch2.13.0cxx11abifalse.blackwell.rev1"
+    assert (
+        _compat.wheel_name(info, "blackwell") == "flash_attn==2.8.3.post2+cu132torch2.13.0cxx11abifalse.blackwell.rev1"
+    )
     assert (
         _compat.wheel_name(info, "blackwell", "2.8.3.post2+cu130torch2.13.0cxx11abifalse.legacy.rev1")
         == "flash_attn==2.8.3.post2+cu130torch2.13.0cxx11abifalse.blackwell.rev1"
@@ -217,4 +219,7 @@ def test_release_tuple():
 
 
 def test_stable_wheel_name_keeps_the_stable_label(stable_info):
-    assert _compat.wheel_name(stable_info, "blackwell") == "flash_attn==2.8.3.post2+cu130torchstable2.11.blackwell.rev1.dev"
+    assert (
+        _compat.wheel_name(stable_info, "blackwell")
+        == "flash_attn==2.8.3.post2+cu130torchstable2.11.blackwell.rev1.dev"
+    )

@@ -1,0 +1,104 @@
+"""nox -s upstream_tests: which upstream cases run against a wheel, and how they are counted (CPU).
+
+The plugin (release.upstream_tests_plugin) is run by a real pytest over a small test file shaped
+like upstream's (a ``d`` parameter per case); the GPU run itself is in docs/evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from release import upstream_tests
+from release.errors import ReleaseError
+from release.upstream_tests_plugin import kernel_head_dim, spread_sample
+
+KERNEL_DIMS = [32, 64, 96, 128, 192, 256]
+
+
+@pytest.mark.parametrize(
+    "d, kernel",
+    [(16, 32), (32, 32), (40, 64), (59, 64), (64, 64), (80, 96), (111, 128), (160, 192), (224, 256), (257, None)],
+)
+def test_head_dims_dispatch_to_the_next_kernel_head_dim(d, kernel):
+    assert kernel_head_dim(d, KERNEL_DIMS) == kernel
+
+
+class _Item:
+    def __init__(self, nodeid):
+        self.nodeid = nodeid
+
+
+def test_a_sample_reaches_every_function_and_is_reproducible():
+    items = [_Item(f"t.py::test_{f}[{i}]") for f in "abc" for i in range(50 if f == "a" else 3)]
+    first = spread_sample(items, 9, seed=7)
+    assert len(first) == 9
+    assert {i.nodeid.split("[")[0] for i in first} == {"t.py::test_a", "t.py::test_b", "t.py::test_c"}
+    assert [i.nodeid for i in spread_sample(items, 9, seed=7)] == [i.nodeid for i in first]
+    assert [i.nodeid for i in spread_sample(items, 9, seed=8)] != [i.nodeid for i in first]
+    assert spread_sample(items, 0, seed=1) == items
+
+
+def test_complete_head_dims_need_every_unit_of_the_head_dim():
+    from release import _paths
+
+    units = _paths.kernel_set().all_units()
+    full64 = [
+        {"kind": u.kind, "dtype": u.dtype, "head_dim": u.head_dim, "causal": u.causal}
+        for u in units
+        if u.head_dim == 64
+    ]
+    assert upstream_tests.complete_head_dims({"kernels": full64}) == [64]
+    assert upstream_tests.complete_head_dims({"kernels": full64[1:]}) == []  # one unit missing
+    one = {"kind": "fwd", "dtype": "fp16", "head_dim": 64, "causal": False}
+    assert upstream_tests.complete_head_dims({"kernels": [one]}) == []
+
+
+def test_a_wheel_without_a_complete_head_dim_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(upstream_tests.tagging, "read_build_info", lambda wheel: {"kernel_set": "ci", "kernels": []})
+    with pytest.raises(ReleaseError, match="no head dim with all its units.*--kernel-set dev"):
+        upstream_tests.run(upstream_tests.parser().parse_args(["--wheel", str(tmp_path / "w.whl")]))
+
+
+def test_plugin_deselects_other_head_dims_samples_and_counts(tmp_path):
+    tests = tmp_path / "test_shape.py"
+    tests.write_text(
+        textwrap.dedent(
+            """
+            import pytest
+
+            @pytest.mark.parametrize("d", [32, 40, 64, 111, 128, 256])
+            @pytest.mark.parametrize("i", range(4))
+            def test_attention(d, i):
+                assert d != 111 or i != 0  # one failure among the kept cases
+
+            @pytest.mark.parametrize("d", [59, 64])
+            def test_skips(d):
+                pytest.skip("upstream's own skip")
+
+            def test_rotary_without_d():
+                pass
+            """
+        )
+    )
+    summary = tmp_path / "summary.json"
+    cmd = [sys.executable, "-m", "pytest", "-p", "release.upstream_tests_plugin", str(tests), "-q"]
+    cmd += ["-p", "no:cacheprovider"]
+    cmd += ["--fa-head-dims=64,128", f"--fa-summary={summary}"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    record = json.loads(summary.read_text())
+    # kept: d 40, 64 (kernel 64), 111, 128 (kernel 128) x 4, 2 skips, 1 without d
+    assert record["selected"] == 19
+    assert record["functions"]["test_shape.py::test_attention"] == {"passed": 15, "failed": 1, "skipped": 0, "error": 0}
+    assert record["functions"]["test_shape.py::test_skips"]["skipped"] == 2
+    assert record["total"]["passed"] == 16 and "upstream tests per function" in proc.stdout
+    assert "8 deselected" in proc.stdout
+
+    sampled = subprocess.run(cmd + ["--fa-sample=3", "--fa-seed=1"], cwd=tmp_path, capture_output=True, text=True)
+    record = json.loads(summary.read_text())
+    assert record["selected"] == 3 and len(record["functions"]) == 3, sampled.stdout
