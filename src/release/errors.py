@@ -76,7 +76,7 @@ def run_main(
         print(f"{prog}: interrupted; no partial output was kept", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     except Terminated:
-        print(f"{prog}: terminated (SIGTERM); compiles stopped, no partial output was kept", file=sys.stderr, flush=True)
+        print(f"{prog}: terminated (SIGTERM); compiles stopped, no partial output kept", file=sys.stderr, flush=True)
         return EXIT_TERMINATED
     except OSError as e:
         where = " and ".join(f"'{f}'" for f in (e.filename, e.filename2) if f is not None)

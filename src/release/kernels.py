@@ -288,7 +288,7 @@ def gather(paths: list[Path], out: Path) -> Path:
         raise ReleaseError("give the shard folders to gather: nox -s kernels_gather -- kernels/kernels-*-shard*")
     for p in paths:
         if outputs.inside(out, p):
-            raise ReleaseError(f"--out {out} is, or lies inside, the input {p}; pass an --out outside the shard folders")
+            raise ReleaseError(f"--out {out} is, or lies inside, the input {p}; pass an --out outside the inputs")
     options.check_writable(Path(out), "--out", "kernels output folder")
     shards = [load(p) for p in paths]
     first = shards[0]

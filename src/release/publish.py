@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 
 from . import _paths, checksums, locks, outputs, smoke
-from .options import check_writable
 from .errors import ReleaseError, run_main
+from .options import check_writable
 
 
 def collect_wheels(sources: list[Path]) -> list[Path]:

@@ -32,8 +32,20 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import build_key, builder, checksums, compile_cache, kernels, locks, options, outputs, progress, smoke, tagging
-from . import toolchain
+from . import (
+    build_key,
+    builder,
+    checksums,
+    compile_cache,
+    kernels,
+    locks,
+    options,
+    outputs,
+    progress,
+    smoke,
+    tagging,
+    toolchain,
+)
 from .errors import ReleaseError, run_main
 
 
