@@ -489,3 +489,9 @@ def test_a_build_root_with_spaces_and_non_ascii_characters_reads_back_its_unit_p
     assert proc.returncode == 0, proc.stderr
     sources = [Path(line.split("=", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("-- RESULT SOURCE=")]
     assert sources == [out / "units" / "fwd_hdim64_fp16.cu"]
+
+
+def test_linking_an_archive_whose_key_was_edited_says_so(tmp_path):
+    # Issue 28, finding 10: every field equal and the key different named no field at all.
+    text = error_text(run_script("import_kernels.cmake", ARCHIVE=str(tmp_path), EDIT="key"))
+    assert "built with another build key" in text and "its key was edited" in text
