@@ -60,9 +60,10 @@ def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
     partial = outputs.temp_file(final)
     try:
         shutil.copyfile(wheel, partial)
-        if final.exists():
-            print(f"release: replacing the earlier {final.name} in {out_dir}", flush=True)
+        earlier = final.exists()
         os.replace(partial, final)
+        if earlier:
+            print(f"release: replaced the earlier {final.name} in {out_dir}", flush=True)
     finally:
         if partial.exists():
             partial.unlink()
