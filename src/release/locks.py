@@ -59,7 +59,7 @@ class Lock:
         self.info = {
             "pid": os.getpid(),
             "command": " ".join([Path(sys.executable).name, *sys.argv]),
-            "since": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "since": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
             "builds": [],
         }
 

@@ -323,10 +323,10 @@ def test_two_release_sessions_into_one_out_never_collide(tmp_path, capsys):
 # group of its own (as Ninja does), which writes its PID and then runs until stopped.
 _FAKE_BUILD = textwrap.dedent(
     """
-    import subprocess, sys, time, pathlib
+    import os, subprocess, sys, time, pathlib
     pid_file = pathlib.Path(sys.argv[1])
     code = "import os, pathlib, sys, time; pathlib.Path(sys.argv[1]).write_text(str(os.getpid())); time.sleep(600)"
-    child = subprocess.Popen([sys.executable, "-c", code, str(pid_file)], process_group=0)
+    child = subprocess.Popen([sys.executable, "-c", code, str(pid_file)], preexec_fn=lambda: os.setpgid(0, 0))
     print("[1/2] compiling fwd_hdim64_fp16", flush=True)
     child.wait()
     """
