@@ -76,7 +76,7 @@ class Probe:
         """stderr has exactly one `error:` line and no traceback; the exit status is `want_code`."""
         COUNTS["tracebacks"] += "Traceback" in stderr
         assert "Traceback" not in stderr, stderr
-        assert [line for line in stderr.splitlines() if line.startswith("error:")].__len__() == 1, stderr
+        assert len([line for line in stderr.splitlines() if line.startswith("error:")]) == 1, stderr
         assert code == want_code, (code, stderr)
         self.inputs_kept()
         return " ".join(stderr.split())
