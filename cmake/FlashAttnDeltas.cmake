@@ -22,9 +22,14 @@ flash_attn_option(FLASH_ATTN_RESCALE_THRESHOLD)
 flash_attn_option(FLASH_ATTN_PACKED_FMA)
 flash_attn_option(FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET)
 
-if(NOT FLASH_ATTN_RESCALE_THRESHOLD MATCHES "^[0-9]+(\\.[0-9]+)?$")
+# The range: 0 <= T < options.FLASH_ATTN_RESCALE_THRESHOLD.below (16): A-1 lets the unrescaled output grow by
+# up to 2^T, which fp16 holds only while 2^T <= 65504 (docs/deltas.md). release.options checks the same.
+flash_attn_manifest_get(_fa_threshold_below options FLASH_ATTN_RESCALE_THRESHOLD below)
+if(NOT FLASH_ATTN_RESCALE_THRESHOLD MATCHES "^[0-9]+(\\.[0-9]+)?$"
+   OR NOT FLASH_ATTN_RESCALE_THRESHOLD LESS _fa_threshold_below)
   message(FATAL_ERROR "flash_attn: FLASH_ATTN_RESCALE_THRESHOLD='${FLASH_ATTN_RESCALE_THRESHOLD}' must be a "
-                      "non-negative number such as 8.0 (or 0 for upstream's behaviour).")
+                      "number from 0 to below ${_fa_threshold_below}, such as 8.0 (0: upstream's behaviour): A-1 "
+                      "lets the output grow by up to 2^T before rescaling, and fp16 holds at most 65504.")
 endif()
 
 set(FLASH_ATTN_DELTA_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/../src/kernels/apply_deltas.py")

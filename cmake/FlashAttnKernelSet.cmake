@@ -29,7 +29,8 @@ function(flash_attn_generate_units)
   # Re-run the configure when the generator or the kernel set definitions change.
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
                "${generator}" "${PROJECT_SOURCE_DIR}/src/kernels/kernel_set.py")
-  file(STRINGS "${arg_OUT_DIR}/units.txt" sources)
+  # ENCODING UTF-8: without it file(STRINGS) keeps ASCII only and splits a path at "ö" (a build root "b röt").
+  file(STRINGS "${arg_OUT_DIR}/units.txt" sources ENCODING UTF-8)
   file(READ "${arg_OUT_DIR}/kernels.json" kernels_json)
   string(JSON set_name GET "${kernels_json}" kernel_set)
   set(${arg_OUT_SOURCES} "${sources}" PARENT_SCOPE)

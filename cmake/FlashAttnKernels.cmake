@@ -108,6 +108,10 @@ function(flash_attn_import_kernels)
         string(APPEND diff "\n  ${name}: archive '${other}', this build '${ours}'")
       endif()
     endforeach()
+    if(diff STREQUAL "")
+      # Every recorded field is this build's, so the key itself was changed: an edited or damaged manifest.
+      set(diff "\n  (every field it records equals this build's: its key was edited; copy the archive again)")
+    endif()
     message(FATAL_ERROR "${what} was built with another build key (${key}, this build ${arg_KEY}):${diff}\n"
                         "Build the kernels with the same options and toolchain, or leave FLASH_ATTN_KERNELS empty "
                         "to compile them here.")

@@ -22,13 +22,15 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _paths, checksums, progress, tagging
+from . import _paths, checksums, locks, procs, progress, tagging
 from .errors import ReleaseError
 
 _SHOWN_RE = re.compile(
     r"^-- flash_attn:|CMake (Error|Warning)|\berror\b|FAILED:|^\* |Successfully built|^ninja: |No work to do",
     re.IGNORECASE,
 )
+# Shown lines that carry the failure itself (the final message then points at them, not repeats them).
+_ERROR_RE = re.compile(r"CMake Error|\berror\b|FAILED:", re.IGNORECASE)
 LOG_NAME = "flash_attn_build.log"
 SUMMARY_NAME = "flash_attn_build_summary.json"
 
@@ -107,8 +109,12 @@ def run_streamed(
     """Run `cmd` (a build whose CMake binary dir is `build_dir`) with streamed, followable output.
 
     The output goes to ``<build_dir>/flash_attn_build.log`` (appended to with `append`, for a
-    second command of the same build). Returns (wall seconds, the .ninja_log lines before the
-    run); raises ReleaseError with the last lines of the log when the command fails.
+    second command of the same build). The command runs in a session of its own (release.procs),
+    recorded in the build folder's lock when this process holds it (release.locks), and is stopped with
+    everything it started when this function is left early (Ctrl-C, SIGTERM, an error). Returns
+    (wall seconds, the .ninja_log lines before the run); raises ReleaseError when the command
+    fails: its errors were shown as they came (CMake's once), so the message gives the log's path,
+    with the log's last lines only when no error line was shown.
     """
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -121,6 +127,7 @@ def run_streamed(
     if not append:
         display.line(f"release: build directory {build_dir}")
     proc = None
+    shown_error = False
     try:
         with open(log_path, "a" if append else "w", encoding="utf-8") as log:
             log.write("$ " + " ".join(cmd) + "\n")
@@ -134,7 +141,11 @@ def run_streamed(
                 bufsize=1,
                 env=build_env(),
                 cwd=cwd,
+                **procs.popen_kwargs(),
             )
+            lock = locks.held(build_dir)
+            if lock is not None:
+                lock.record(proc.pid)
             in_message = False  # inside the indented text of a shown "CMake Warning/Error" block
             for raw in proc.stdout:
                 line = raw.rstrip("\n")
@@ -154,18 +165,18 @@ def run_streamed(
                 elif verbose or _SHOWN_RE.search(line):
                     display.line(line)
                     in_message = line.startswith("CMake Warning") or line.startswith("CMake Error")
+                    shown_error = shown_error or bool(_ERROR_RE.search(line))
             rc = proc.wait()
-    except KeyboardInterrupt:
-        if proc is not None:
-            proc.terminate()
-            proc.wait()
-        raise
     finally:
         display.close()
+        if proc is not None and proc.poll() is None:
+            procs.stop_child(proc)  # an interrupt or error on our side: the compiles end with us
     if rc != 0:
+        if verbose or shown_error:
+            raise ReleaseError(f"{what} failed (exit {rc}) with the error shown above; the full log is {log_path}")
         raise ReleaseError(
-            "{} failed (exit {}). Last lines of its log:\n{}\n\nThe full log is {}.".format(
-                what, rc, "\n".join(tail), log_path
+            "{} failed (exit {}). Last lines of its log:\n{}\nThe full log is {}".format(
+                what, rc, "\n".join(list(tail)[-20:]), log_path
             )
         )
     return time.monotonic() - started, log_before
@@ -180,7 +191,7 @@ def run_build(
     verbose: bool = False,
     nvcc: str | None = None,
 ) -> BuildResult:
-    """Build one wheel into `outdir`; raises ReleaseError (with the log's tail) when it fails."""
+    """Build one wheel into `outdir`; raises ReleaseError (see run_streamed) when it fails."""
     build_dir = Path(build_dir)
     cmd = build_command(python, source_dir, build_dir, outdir, defines)
     wall, log_before = run_streamed(cmd, build_dir, verbose, cwd=source_dir)

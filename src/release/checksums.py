@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 from .errors import ReleaseError, run_main
+from .outputs import temp_file
 
 _LINE_RE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
 
@@ -32,9 +33,9 @@ def sha256_file(path: Path) -> str:
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
-    """Write `text` to a temporary file beside `path`, then rename it over `path`."""
+    """Write `text` to a new temporary file beside `path` (release.outputs), then rename it over `path`."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.partial")
+    tmp = temp_file(path)
     try:
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{sums.parent / name}: OK")
         return 0
 
-    return run_main(body, prog="release.checksums")
+    return run_main(body, prog="release.checksums", argv=argv)
 
 
 if __name__ == "__main__":

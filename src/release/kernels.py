@@ -26,16 +26,16 @@ under a temporary name that is renamed only when complete.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _paths, build_key, builder, checksums, compile_cache, options, pins, progress, toolchain
+from . import _paths, build_key, builder, checksums, compile_cache, locks, options, outputs, pins, progress, toolchain
 from .errors import ReleaseError, run_main
 
 MANIFEST_NAME = "kernels-manifest.json"
@@ -105,7 +105,31 @@ def load(path: Path) -> Archive:
         raise ReleaseError(f"{file} is not valid JSON ({e}); copy the archive again or rebuild it.") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ReleaseError(f"{file} is not a format-{FORMAT} kernels manifest; rebuild it with this checkout.")
+    fields, key = manifest.get("fields"), manifest.get("key")
+    if not isinstance(fields, dict) or not all(isinstance(v, str) for v in fields.values()) or not isinstance(key, str):
+        raise ReleaseError(f"{file} has no key with its fields; copy the archive again or rebuild it.")
+    if key_of(fields) != key:
+        raise ReleaseError(
+            f"{file}: its key {key[:12]} is not the hash of the fields it records ({key_of(fields)[:12]}), so the "
+            "manifest was edited or damaged. Copy the archive again or rebuild it."
+        )
     return Archive(path, manifest)
+
+
+def key_of(fields: dict[str, str]) -> str:
+    """The build key of `fields` as cmake/FlashAttnKernels.cmake's flash_attn_kernel_key computes it: the
+    SHA-256 of "name=value\\n" lines sorted by name (the test checks both against each other)."""
+    return hashlib.sha256("".join(f"{n}={fields[n]}\n" for n in sorted(fields)).encode("utf-8")).hexdigest()
+
+
+def _is_archive(path: Path, whole: bool) -> bool:
+    """True when `path` holds a kernels manifest, of a whole set when `whole` (else of a shard)."""
+    try:
+        manifest = json.loads((Path(path) / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    record = manifest.get("kernels") if isinstance(manifest, dict) else None
+    return manifest.get("format") == FORMAT and isinstance(record, dict) and (record.get("shard") is None) == whole
 
 
 def verify_objects(archive: Archive) -> None:
@@ -122,23 +146,37 @@ def verify_objects(archive: Archive) -> None:
             )
 
 
-def _write_archive(dest_parent: Path, name: str, manifest: dict, sources: list[tuple[Path, str]]) -> Path:
+def _write_archive(
+    dest_parent: Path, name: str, manifest: dict, sources: list[tuple[Path, str]], inputs: list[Path] = ()
+) -> Path:
     """Copy objects (source path, archive-relative file) and the manifest into dest_parent/name,
-    through a temporary folder renamed at the end (an existing archive of that name is replaced)."""
-    dest_parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=dest_parent))
-    try:
-        (tmp / "objects").mkdir()
-        for src, rel in sources:
-            shutil.copyfile(src, tmp / rel)
-        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        final = dest_parent / name
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    through a temporary folder renamed at the end (release.outputs), holding the output's lock.
+
+    An existing folder of that name is replaced only when it is a kernels archive of the same kind
+    (whole set or shard), with a message; anything else, or a name that is or holds one of
+    `inputs`, is refused with ReleaseError before anything is written.
+    """
+    final = Path(dest_parent) / name
+    for src in inputs:
+        if outputs.inside(final, src) or outputs.inside(src, final):
+            raise ReleaseError(
+                f"the archive would be written to {final}, which is or holds the input {src}; pass another --out "
+                "(outside the input folders)"
+            )
+    whole = manifest["kernels"].get("shard") is None
+    with locks.hold_output(final):
+        tmp = outputs.temp_dir(dest_parent, f".{name}.")
+        try:
+            (tmp / "objects").mkdir()
+            for src, rel in sources:
+                shutil.copyfile(src, tmp / rel)
+            text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+            (tmp / MANIFEST_NAME).write_text(text, encoding="utf-8")
+            if outputs.replace_dir(tmp, final, "kernels archive", lambda p: _is_archive(p, whole)):
+                print(f"release: replaced the earlier kernels archive {final}", flush=True)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
     return final
 
 
@@ -206,10 +244,16 @@ def build(opts: options.BuildOptions, tc: toolchain.Toolchain, shard: str = "", 
     configure = [cmake, "-S", str(_paths.REPO_ROOT), "-B", str(bdir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                  f"-DPython_EXECUTABLE={sys.executable}"]  # fmt: skip
     configure += [f"-D{k}={v}" for k, v in defines.items()]
+    with locks.hold_build_folder(bdir):
+        return _build_locked(opts, tc, bdir, [configure, [cmake, "--build", str(bdir)]], out)
+
+
+def _build_locked(opts, tc, bdir: Path, commands: list[list[str]], out: Path | None):
+    """The part of :func:`build` that runs while the build folder's lock is held."""
     started = time.monotonic()
     with compile_cache.session(opts.cache) as cache:
-        _, log_before = builder.run_streamed(configure, bdir, opts.verbose, what="the kernels configure")
-        builder.run_streamed([cmake, "--build", str(bdir)], bdir, opts.verbose, what="the kernels build", append=True)
+        _, log_before = builder.run_streamed(commands[0], bdir, opts.verbose, what="the kernels configure")
+        builder.run_streamed(commands[1], bdir, opts.verbose, what="the kernels build", append=True)
         cache_stats = cache.stats()
     # nvcc's --keep intermediates (cmake/FlashAttnKernels.cmake, flash_attn_deterministic_objects): tens of
     # MB per unit, needed by no later build; the folder itself stays (nvcc writes into it).
@@ -242,6 +286,10 @@ def gather(paths: list[Path], out: Path) -> Path:
     """
     if not paths:
         raise ReleaseError("give the shard folders to gather: nox -s kernels_gather -- kernels/kernels-*-shard*")
+    for p in paths:
+        if outputs.inside(out, p):
+            raise ReleaseError(f"--out {out} is, or lies inside, the input {p}; pass an --out outside the inputs")
+    options.check_writable(Path(out), "--out", "kernels output folder")
     shards = [load(p) for p in paths]
     first = shards[0]
     for s in shards:
@@ -301,7 +349,7 @@ def gather(paths: list[Path], out: Path) -> Path:
     manifest["gathered_from"] = [s.path.name for s in sorted(shards, key=lambda s: s.shard["index"])]
     sources = [(s.path / o["file"], o["file"]) for s in shards for o in s.manifest["objects"]]
     name = first.path.name.rsplit("-shard", 1)[0]
-    return _write_archive(Path(out), name, manifest, sources)
+    return _write_archive(Path(out), name, manifest, sources, inputs=[s.path for s in shards])
 
 
 def parser() -> argparse.ArgumentParser:
@@ -350,12 +398,13 @@ def main(argv: list[str] | None = None) -> int:
         toolchain.check(tc, need_torch=False)
         opts.validate_toolchain(tc.cuda_version)
         out = ns.out.resolve() if ns.out else _paths.REPO_ROOT / "kernels"
+        options.check_writable(out, "--out", "kernels output folder")  # before hours of compiling
         archive, summary = build(opts, tc, shard, out)
         progress.render_summary(summary, title=f"flash_attn kernels {opts.group} {set_name} {shard}")
         print(f"release: wrote {archive}", flush=True)
         return 0
 
-    return run_main(body, prog="release.kernels")
+    return run_main(body, prog="release.kernels", argv=argv)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,9 @@ DEFAULTS = {
         "FLASH_ATTN_SHARD",
     )
 }
+# A-1's threshold T must stay below this (options.FLASH_ATTN_RESCALE_THRESHOLD.below of the manifest):
+# the unscaled output may grow by 2^T, which fp16 holds only while 2^T <= 65504 (docs/deltas.md).
+THRESHOLD_BELOW = float(_OPTIONS["FLASH_ATTN_RESCALE_THRESHOLD"]["below"])
 # Compile caches the sessions can put in front of nvcc and the host compiler (release.compile_cache).
 CACHES = ("none", "sccache")
 # nvcc gained --compress-mode in CUDA 12.8 (options.FLASH_ATTN_FATBIN_COMPRESSION.min_cuda of the
@@ -172,10 +175,13 @@ class BuildOptions:
         if mode is not None and mode not in FATBIN_MODES:
             raise ReleaseError(f"fatbin compression '{mode}' is not one of {', '.join(FATBIN_MODES)}")
         threshold = self.passthrough.get("FLASH_ATTN_RESCALE_THRESHOLD")
-        if threshold is not None and not re.fullmatch(r"[0-9]+(\.[0-9]+)?", threshold):
+        if threshold is not None and not (
+            re.fullmatch(r"[0-9]+(\.[0-9]+)?", threshold) and float(threshold) < THRESHOLD_BELOW
+        ):
             raise ReleaseError(
-                f"FLASH_ATTN_RESCALE_THRESHOLD='{threshold}' must be a non-negative number such as 8.0 "
-                "(or 0 for upstream's behaviour)."
+                f"FLASH_ATTN_RESCALE_THRESHOLD='{threshold}' (--rescale-threshold) must be a number from 0 to below "
+                f"{THRESHOLD_BELOW:g}, such as 8.0 (0: upstream's behaviour). A-1 lets the output grow by up to 2^T "
+                "before rescaling, and fp16 holds at most 65504 < 2^16 (docs/deltas.md)."
             )
         ks = _paths.kernel_set()
         try:
@@ -184,6 +190,9 @@ class BuildOptions:
             raise ReleaseError(f"kernel set: {e}") from None
         arch_rules.check_archs(self.group, self.cuda_archs)
         check_inputs(self.passthrough)
+        check_build_root(self.build_root)
+        if not (self.passthrough.get("FLASH_ATTN_SDIST") or self.passthrough.get("FLASH_ATTN_SOURCE_DIR")):
+            check_sdist_cache()
         if check_out:
             check_out_dir(self.out_dir, _paths.package_version())
             check_writable(self.out_dir)
@@ -364,26 +373,60 @@ def check_inputs(passthrough: Mapping[str, str]) -> None:
         )
 
 
-def check_writable(out_dir: Path) -> None:
-    """Refuse an output folder this process cannot write (probe file created and deleted).
+def check_writable(folder: Path, flag: str = "--out", what: str = "output folder") -> None:
+    """Refuse a folder this process cannot write (probe file created and deleted), or a path that is
+    a file where a folder is expected. `flag` and `what` name it in the message.
 
     When the folder does not exist yet, its nearest existing parent is probed, so the check
     creates nothing that stays behind.
     """
-    target = Path(out_dir)
+    target = Path(folder)
     while not target.exists() and target.parent != target:
         target = target.parent
     if not target.is_dir():
-        raise ReleaseError(f"output folder {out_dir}: {target} is not a folder; pass another --out")
+        raise ReleaseError(f"{what} {folder}: {target} is not a folder; pass another {flag}")
     probe = target / f".flash_attn-write-probe-{os.getpid()}"
     try:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as e:
         raise ReleaseError(
-            f"output folder {out_dir} is not writable ({e.strerror}: {target}); pass another --out or fix its "
+            f"{what} {folder} is not writable ({e.strerror}: {target}); pass another {flag} or fix its "
             "permissions. Nothing was built."
         ) from None
+
+
+def check_build_root(build_root: Path) -> None:
+    """The build root must be a writable folder (or creatable), with an ASCII path on Windows."""
+    check_writable(build_root, "--build-root", "build root")
+    if os.name == "nt" and not str(build_root).isascii():
+        raise ReleaseError(
+            f"--build-root {build_root} has non-ASCII characters; on Windows the build is tested with ASCII paths "
+            r"only (MSVC and nvcc read paths in the console's code page). Pass an ASCII path such as C:\b."
+        )
+
+
+def check_sdist_cache(env: Mapping[str, str] | None = None) -> None:
+    """When the pinned sdist is not in the download cache yet, the cache folder must be writable (else
+    the build would fail later with what looks like a download failure)."""
+    folder = sdist_cache_dir(env)
+    version, _ = manifest.upstream_pin()
+    if not (folder / f"flash_attn-{version}.tar.gz").is_file():
+        check_writable(folder, "FLASH_ATTN_CACHE_DIR", "sdist download cache")
+
+
+def sdist_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where the build keeps the downloaded sdist (cmake/FlashAttnUpstream.cmake, flash_attn_cache_dir):
+    $FLASH_ATTN_CACHE_DIR, else %LOCALAPPDATA%/flash_attn_wheels on Windows, else
+    $XDG_CACHE_HOME/flash_attn_wheels or ~/.cache/flash_attn_wheels."""
+    env = os.environ if env is None else env
+    if env.get("FLASH_ATTN_CACHE_DIR"):
+        return Path(env["FLASH_ATTN_CACHE_DIR"])
+    if os.name == "nt" and env.get("LOCALAPPDATA"):
+        return Path(env["LOCALAPPDATA"]) / "flash_attn_wheels"
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "flash_attn_wheels"
+    return Path.home() / ".cache" / "flash_attn_wheels"
 
 
 def check_out_dir(out_dir: Path, version: str) -> None:
@@ -440,8 +483,17 @@ def from_namespace(ns: argparse.Namespace, env: Mapping[str, str] | None = None)
     """BuildOptions from parsed flags; unset flags fall back to the environment variables."""
     env = os.environ if env is None else env
 
+    for dest in ("kernel_set", "cuda_archs", "torch_version", "kernels", "cache", *(d for d, _, _ in PASS_THROUGH)):
+        value = getattr(ns, dest, None)
+        if isinstance(value, str) and not value.strip():
+            flag = "--" + dest.replace("_", "-")
+            raise ReleaseError(
+                f"{flag} was given an empty value (an unset shell variable?); give a value, or leave {flag} out "
+                "for its default."
+            )
+
     def pick(flag_value, name):
-        if flag_value not in (None, ""):
+        if flag_value is not None:
             return str(flag_value)
         value = env.get(name, "")
         return value if value != "" else None

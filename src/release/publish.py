@@ -23,11 +23,11 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from . import _paths, checksums, smoke
+from . import _paths, checksums, locks, outputs, smoke
 from .errors import ReleaseError, run_main
+from .options import check_writable
 
 
 def collect_wheels(sources: list[Path]) -> list[Path]:
@@ -64,16 +64,43 @@ def check_wheels(wheels: list[Path]) -> dict[Path, str]:
     return versions
 
 
-def load_reports(folder: Path | None) -> list[tuple[Path, dict]]:
-    if folder is None or not folder.is_dir():
+def load_reports(folder: Path | None, required: bool = True) -> list[tuple[Path, dict]]:
+    """The validation reports ``validation-*.json`` of `folder`, as (path, JSON object).
+
+    ReleaseError for a `folder` that is a file, or is missing while `required` (a release needs
+    its reports), and for a report that is not a JSON object. None, or a missing folder that is
+    not required, gives no reports.
+    """
+    if folder is None:
         return []
+    if not folder.exists():
+        if not required:
+            return []
+        raise ReleaseError(
+            f"the reports folder {folder} does not exist; pass the folder nox -s validate wrote with --reports "
+            "(or --allow-missing-reports, not for releases)"
+        )
+    if not folder.is_dir():
+        raise ReleaseError(f"--reports {folder} is a file; pass the folder that holds the validation-*.json reports")
     reports = []
     for path in sorted(folder.glob("validation-*.json")):
         try:
-            reports.append((path, json.loads(path.read_text(encoding="utf-8"))))
+            report = json.loads(path.read_text(encoding="utf-8"))
         except ValueError as e:
             raise ReleaseError(f"{path} is not valid JSON: {e}") from None
+        if not isinstance(report, dict):
+            raise ReleaseError(
+                f"{path} holds a JSON {type(report).__name__}, not a validation report (an object written by "
+                "tools/validate.py); run nox -s validate again or remove the file"
+            )
+        reports.append((path, report))
     return reports
+
+
+def _field(record: dict, name: str) -> dict:
+    """record[name] when it is a JSON object, else {} (a report of another shape matches nothing)."""
+    value = record.get(name)
+    return value if isinstance(value, dict) else {}
 
 
 def match_reports(
@@ -82,7 +109,7 @@ def match_reports(
     """Check 3; returns the report files (JSON and the Markdown beside each) to ship."""
     shipped, problems = [], []
     for wheel, version in versions.items():
-        mine = [(p, r) for p, r in reports if (r.get("context") or {}).get("flash_attn") == version]
+        mine = [(p, r) for p, r in reports if _field(r, "context").get("flash_attn") == version]
         if not mine:
             msg = f"{wheel.name}: no validation report for {version} (run nox -s validate -- WHEEL on a GPU)"
             if allow_missing:
@@ -91,10 +118,10 @@ def match_reports(
                 problems.append(msg)
             continue
         for path, r in mine:
-            failed = (r.get("counts") or {}).get("FAILED", 0)
+            failed = _field(r, "counts").get("FAILED", 0)
             if failed:
                 problems.append(f"{path.name}: {failed} failed case(s); a release ships only passing reports")
-            recorded = (r.get("context") or {}).get("wheel") or {}
+            recorded = _field(_field(r, "context"), "wheel")
             if recorded.get("sha256") and recorded["sha256"] != checksums.sha256_file(wheel):
                 problems.append(f"{path.name} was measured on another file than {wheel.name} (sha256 differs)")
             shipped.append(path)
@@ -130,21 +157,25 @@ def assemble(
 ) -> Path:
     wheels = collect_wheels(wheel_sources)
     versions = check_wheels(wheels)
-    reports = match_reports(versions, load_reports(reports_dir), allow_missing_reports)
+    reports = match_reports(versions, load_reports(reports_dir, not allow_missing_reports), allow_missing_reports)
     public = next(iter(versions.values())).split("+")[0]
     out = (out or _paths.REPO_ROOT / "dist" / f"release-{public}").resolve()
+    exists = f"{out} already exists; a release folder is written once. Remove it or pass another --out"
     if out.exists():
-        raise ReleaseError(f"{out} already exists; a release folder is written once. Remove it or pass another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    try:
-        for f in [*wheels, *reports]:
-            shutil.copyfile(f, staging / f.name)
-        checksums.write_sha256sums([p for p in staging.iterdir() if p.is_file()], staging / "SHA256SUMS")
-        verify_release(staging)
-        staging.rename(out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        raise ReleaseError(exists)
+    check_writable(out.parent, "--out", "release folder's parent")
+    with locks.hold_output(out):  # one release session per output folder
+        if out.exists():  # written by a session that ended while we waited for the lock
+            raise ReleaseError(exists)
+        staging = outputs.temp_dir(out.parent, f".{out.name}.partial-")
+        try:
+            for f in [*wheels, *reports]:
+                shutil.copyfile(f, staging / f.name)
+            checksums.write_sha256sums([p for p in staging.iterdir() if p.is_file()], staging / "SHA256SUMS")
+            verify_release(staging)
+            staging.rename(out)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return out
 
 
@@ -168,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {line}")
         return 0
 
-    return run_main(body, prog="release.publish")
+    return run_main(body, prog="release.publish", argv=argv)
 
 
 if __name__ == "__main__":

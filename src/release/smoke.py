@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             smoke_test(wheel, args.group, deps=args.deps, system_site_packages=not args.isolated, torch=args.torch)
         return 0
 
-    return run_main(body, prog="release.smoke")
+    return run_main(body, prog="release.smoke", argv=argv)
 
 
 if __name__ == "__main__":

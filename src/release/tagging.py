@@ -299,6 +299,9 @@ def verify_wheel(path: Path) -> WheelFacts:
         di_name, _, di_version = dist_info[: -len(".dist-info")].rpartition("-")
         if canonicalize_name(di_name) != name or di_version != file_version:
             raise ReleaseError(f"{path.name}: dist-info folder {dist_info} does not match the file name")
+        for needed in ("METADATA", "RECORD"):
+            if f"{dist_info}/{needed}" not in members:
+                raise ReleaseError(f"{path.name} has no {dist_info}/{needed}: not a complete wheel; build it again")
         meta = email.parser.BytesParser(policy=email.policy.compat32).parsebytes(zf.read(f"{dist_info}/METADATA"))
         if meta["Version"] != file_version or Version(meta["Version"]) != version:
             raise ReleaseError(f"{path.name}: METADATA Version {meta['Version']} differs from the file name")
@@ -310,7 +313,9 @@ def verify_wheel(path: Path) -> WheelFacts:
         for row in rows:
             if not row:
                 continue
-            member, digest, size = row[0], row[1], row[2]
+            if len(row) != 3 or (row[2] and not row[2].isdigit()):
+                raise ReleaseError(f"{path.name}: RECORD row {row!r} is not 'path,hash,size'; build the wheel again")
+            member, digest, size = row
             listed.add(member)
             if member == record:
                 continue

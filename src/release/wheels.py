@@ -30,21 +30,40 @@ import dataclasses
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from . import build_key, builder, checksums, compile_cache, kernels, options, progress, smoke, tagging, toolchain
+from . import (
+    build_key,
+    builder,
+    checksums,
+    compile_cache,
+    kernels,
+    locks,
+    options,
+    outputs,
+    progress,
+    smoke,
+    tagging,
+    toolchain,
+)
 from .errors import ReleaseError, run_main
 
 
 def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
-    """Move a finished wheel into out_dir atomically and write its .sha256; returns both paths."""
+    """Move a finished wheel into out_dir atomically and write its .sha256; returns both paths.
+
+    A file of the same name there is this tool's earlier wheel of the same name (a wheel's name
+    holds its version and label): it is replaced, and the message says so.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / wheel.name
-    partial = out_dir / f".{wheel.name}.partial"
+    partial = outputs.temp_file(final)
     try:
         shutil.copyfile(wheel, partial)
+        earlier = final.exists()
         os.replace(partial, final)
+        if earlier:
+            print(f"release: replaced the earlier {final.name} in {out_dir}", flush=True)
     finally:
         if partial.exists():
             partial.unlink()
@@ -80,8 +99,20 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
         print(f"release: kernels archive {archive}", flush=True)
         opts = dataclasses.replace(opts, kernels=archive)
     else:
+        kernels.load(opts.kernels)  # a damaged or edited manifest is refused before anything builds
         print(f"release: linking the kernels archive {opts.kernels}; no kernel unit compiles", flush=True)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=opts.build_root))
+    with locks.hold_build_folder(bdir):
+        final, sidecar, result = _build_binding(opts, tc, bdir)
+    if kernels_summary is not None:
+        progress.render_summary(kernels_summary, title=f"flash_attn {opts.group} kernels ({opts.kernels.parent.name})")
+    progress.render_summary(result.summary, title=f"flash_attn {opts.group} binding and link ({bdir.name})")
+    print(f"release: wrote {final}\nrelease: wrote {sidecar}", flush=True)
+    return final
+
+
+def _build_binding(opts: options.BuildOptions, tc, bdir: Path) -> tuple[Path, Path, builder.BuildResult]:
+    """Steps 4 (binding and link) to 7 in the locked build folder `bdir`; returns (wheel, sidecar, result)."""
+    staging = outputs.temp_dir(opts.build_root, ".staging-")
     try:
         with compile_cache.session(opts.cache) as cache:
             result = builder.run_build(
@@ -103,11 +134,7 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
         final, sidecar = publish(tagged, opts.out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    if kernels_summary is not None:
-        progress.render_summary(kernels_summary, title=f"flash_attn {opts.group} kernels ({opts.kernels.parent.name})")
-    progress.render_summary(result.summary, title=f"flash_attn {opts.group} binding and link ({bdir.name})")
-    print(f"release: wrote {final}\nrelease: wrote {sidecar}", flush=True)
-    return final
+    return final, sidecar, result
 
 
 def parser() -> argparse.ArgumentParser:
@@ -154,7 +181,7 @@ def session_of(group: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    return run_main(lambda: build_group(parse(argv)) and 0, prog="release.wheels")
+    return run_main(lambda: build_group(parse(argv)) and 0, prog="release.wheels", argv=argv)
 
 
 if __name__ == "__main__":

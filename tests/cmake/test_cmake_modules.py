@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -435,3 +436,62 @@ def test_object_naming_gives_msvc_hosts_no_host_compiler_option():
     flags = _naming("/b/kernels-x/kernels/dispatch.cu", "MSVC")
     # cl.exe has no -frandom-seed: the seed goes to cudafe++ only (it makes the module id)
     assert flags == ["-Xcudafe=--frandom-seed=kernels/dispatch.cu", "-Xcudafe=--orig_src_path_name=kernels/dispatch.cu"]
+
+
+def test_the_python_key_of_the_fields_is_the_cmake_key():
+    # release.kernels.key_of re-checks an archive's key against its fields (an edited manifest is
+    # refused); it must compute what flash_attn_kernel_key computes.
+    from release import kernels
+
+    fields = {"format": "1", "definitions": "FLASH_NAMESPACE=flash", "cuda_flags": 'a "q" \\b', "units": "x,y"}
+    assert kernels.key_of(fields) == _kernel_key(**fields)["KEY"]
+
+
+@pytest.mark.parametrize("threshold", ["16", "16.0", "100"])
+def test_a_threshold_fp16_cannot_hold_is_refused(tmp_path, threshold):
+    # A-1 lets the output grow by 2^T before rescaling; fp16's largest value is 65504 < 2^16.
+    src = tmp_path / "src"
+    src.mkdir()
+    root = HERE.parents[1].as_posix()
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.28)\nproject(options_only NONE)\n"
+        f'include("{root}/cmake/FlashAttnOptions.cmake")\ninclude("{root}/cmake/FlashAttnDeltas.cmake")\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLASH_ATTN_")}
+    cmd = [CMAKE, "-S", str(src), "-B", str(tmp_path / "b"), f"-DFLASH_ATTN_RESCALE_THRESHOLD={threshold}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert "number from 0 to below 16" in error_text(proc)
+    ok = subprocess.run([*cmd[:-1], "-DFLASH_ATTN_RESCALE_THRESHOLD=15.5"], capture_output=True, text=True, env=env)
+    assert ok.returncode == 0, ok.stderr
+
+
+def fake_upstream_tree(root: Path) -> Path:
+    """The four upstream headers generate_units.py inspects, with the names it looks for."""
+    src = root / "csrc" / "flash_attn" / "src"
+    src.mkdir(parents=True)
+    from release import _paths
+
+    dims = " ".join(str(d) for d in _paths.kernel_set().HEAD_DIMS)
+    (src / "flash.h").write_text("Flash_fwd_params Flash_bwd_params run_mha_fwd_splitkv_dispatch\n")
+    (src / "flash_fwd_launch_template.h").write_text(" ".join(f"run_mha_fwd_hdim{d}" for d in dims.split()))
+    (src / "flash_bwd_launch_template.h").write_text(" ".join(f"run_mha_bwd_hdim{d}" for d in dims.split()))
+    (src / "namespace_config.h").write_text("FLASH_NAMESPACE\n")
+    return root
+
+
+@pytest.mark.parametrize("name", ["b röt ü", "b r ö/ünïcödé"])
+def test_a_build_root_with_spaces_and_non_ascii_characters_reads_back_its_unit_paths(tmp_path, name):
+    # Issue 28, finding 6: file(STRINGS) without ENCODING UTF-8 split "b röt ü" at the "ö"
+    # ("Cannot find source file: .../b r").
+    out = tmp_path / name / "kernels"
+    proc = run_script("generate_units.cmake", TREE=str(fake_upstream_tree(tmp_path / "up")), OUT=str(out),
+                      KERNEL_SET="ci", PYTHON=sys.executable)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    sources = [Path(line.split("=", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("-- RESULT SOURCE=")]
+    assert sources == [out / "units" / "fwd_hdim64_fp16.cu"]
+
+
+def test_linking_an_archive_whose_key_was_edited_says_so(tmp_path):
+    # Issue 28, finding 10: every field equal and the key different named no field at all.
+    text = error_text(run_script("import_kernels.cmake", ARCHIVE=str(tmp_path), EDIT="key"))
+    assert "built with another build key" in text and "its key was edited" in text

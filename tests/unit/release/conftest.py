@@ -29,3 +29,12 @@ def no_kernels_build(monkeypatch):
 
     monkeypatch.setattr(kernels, "build", fake_build)
     return calls
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The fault-injection summary (test_faults.py): probes run, inputs lost, corrupt outputs, tracebacks."""
+    import sys
+
+    faults = sys.modules.get("test_faults")
+    if faults is not None and faults.COUNTS["probes run"]:
+        terminalreporter.write_line("fault injection: " + ", ".join(f"{k}: {v}" for k, v in faults.COUNTS.items()))

@@ -166,11 +166,14 @@ def test_run_build_streams_progress_and_summarises(tmp_path, fake_python, capsys
 
 
 @pytest.mark.skipif(os.name == "nt", reason="uses a POSIX shell script as the fake interpreter")
-def test_run_build_failure_shows_log_tail(tmp_path, fake_python, monkeypatch):
+def test_run_build_failure_shows_its_error_once_and_the_log(tmp_path, fake_python, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_FAIL", "1")
     with pytest.raises(ReleaseError) as e:
         builder.run_build(tmp_path / "b", {}, tmp_path / "raw", python=fake_python)
-    assert "the build failed (exit 1)" in str(e.value) and "fwd.cpp:1: error: boom" in str(e.value)
+    shown = capsys.readouterr().out
+    assert shown.count("fwd.cpp:1: error: boom") == 1  # shown as it came ...
+    assert "the build failed (exit 1)" in str(e.value) and "boom" not in str(e.value)  # ... and not again
+    assert str(tmp_path / "b" / builder.LOG_NAME) in str(e.value)
     assert not (tmp_path / "raw").exists() or not list((tmp_path / "raw").glob("*.whl"))
 
 

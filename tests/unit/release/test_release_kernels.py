@@ -27,8 +27,10 @@ def _record(units, shard):
     return {"kernel_set": "custom", "kernels": kernels_list, "shard": shard}
 
 
-def make_shard(root: Path, index: int, count: int, units: list[str], key: str = "k" * 64, fields=None) -> Path:
-    """A shard archive holding `units` (plus the dispatch in shard 1) as small fake objects."""
+def make_shard(root: Path, index: int, count: int, units: list[str], fields=None) -> Path:
+    """A shard archive holding `units` (plus the dispatch in shard 1) as small fake objects; its key
+    is the hash of `fields` (default FIELDS), as CMake writes it."""
+    key = kernels.key_of(fields or FIELDS)
     folder = root / f"kernels-custom_sm80-list-{key[:12]}-shard{index}of{count}"
     (folder / "objects").mkdir(parents=True)
     objects = []
@@ -49,7 +51,7 @@ def two_shards(tmp_path: Path) -> list[Path]:
 def test_gather_merges_shards_into_one_whole_set_archive(tmp_path: Path):
     out = kernels.gather(two_shards(tmp_path), tmp_path / "out")
     archive = kernels.load(out)
-    assert archive.shard is None and out.name == "kernels-custom_sm80-list-kkkkkkkkkkkk"
+    assert archive.shard is None and out.name == f"kernels-custom_sm80-list-{kernels.key_of(FIELDS)[:12]}"
     assert sorted(archive.object_units) == sorted(SET + ["dispatch"])
     kernels.verify_objects(archive)  # every object copied with its sha256
     assert archive.manifest["gathered_from"] == [p.name for p in two_shards(tmp_path / "again")]
@@ -58,7 +60,7 @@ def test_gather_merges_shards_into_one_whole_set_archive(tmp_path: Path):
 def test_a_shard_with_another_key_is_refused_by_name_with_the_differing_field(tmp_path: Path):
     good = make_shard(tmp_path, 1, 2, SET[:1])
     fields = {**FIELDS, "definitions": "FLASH_NAMESPACE=flash;FLASH_ATTN_RESCALE_THRESHOLD=4.0f"}
-    other = make_shard(tmp_path / "t4", 2, 2, SET[1:], key="e" * 64, fields=fields)
+    other = make_shard(tmp_path / "t4", 2, 2, SET[1:], fields=fields)
     with pytest.raises(ReleaseError) as e:
         kernels.gather([good, other], tmp_path / "out")
     assert str(other) in str(e.value) and "another key" in str(e.value)
@@ -90,8 +92,9 @@ def test_a_damaged_object_is_named(tmp_path: Path):
 
 
 def test_not_an_archive_and_a_whole_set_are_refused(tmp_path: Path):
+    (tmp_path / "empty").mkdir()
     with pytest.raises(ReleaseError, match="no kernels-manifest.json|does not exist"):
-        kernels.gather([tmp_path], tmp_path / "out")
+        kernels.gather([tmp_path / "empty"], tmp_path / "out")
     whole = kernels.gather(two_shards(tmp_path), tmp_path / "out")
     with pytest.raises(ReleaseError, match="whole-set archive"):
         kernels.gather([whole], tmp_path / "out2")
