@@ -45,5 +45,6 @@ def run_main(body: Callable[[], int | None], prog: str = "release", annotate: bo
         print(f"error: {e}", file=sys.stderr, flush=True)
         return e.exit_code
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted; no partial output was kept", file=sys.stderr, flush=True)
+        # Build folders keep their compiled objects (the build says so); outputs are renamed into place whole.
+        print(f"{prog}: interrupted; no partial artifact was written", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED

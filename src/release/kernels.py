@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _paths, build_key, builder, checksums, compile_cache, options, pins, progress, toolchain
+from . import _paths, build_key, builder, checksums, compile_cache, estimate, options, pins, progress, toolchain
 from .errors import ReleaseError, run_main
 
 MANIFEST_NAME = "kernels-manifest.json"
@@ -193,10 +193,14 @@ def kernels_build_dir(opts: options.BuildOptions, tc: toolchain.Toolchain, shard
     return opts.build_root / "-".join(parts)
 
 
-def build(opts: options.BuildOptions, tc: toolchain.Toolchain, shard: str = "", out: Path | None = None):
+def build(
+    opts: options.BuildOptions, tc: toolchain.Toolchain, shard: str = "", out: Path | None = None, prediction=None
+):
     """Compile the kernel set (or one shard) of `opts` and archive it; returns (archive, summary).
 
     The archive goes to `out` (default: the kernels build folder itself, ``<build>/archive``).
+    `prediction` (release.estimate.kernels_step) drives the ETA, goes into the summary, and the
+    measured speed is recorded for the next prediction (estimate.record).
     Raises ReleaseError when the configure or the build fails (with the log's tail).
     """
     bdir = kernels_build_dir(opts, tc, shard)
@@ -209,7 +213,9 @@ def build(opts: options.BuildOptions, tc: toolchain.Toolchain, shard: str = "", 
     started = time.monotonic()
     with compile_cache.session(opts.cache) as cache:
         _, log_before = builder.run_streamed(configure, bdir, opts.verbose, what="the kernels configure")
-        builder.run_streamed([cmake, "--build", str(bdir)], bdir, opts.verbose, what="the kernels build", append=True)
+        builder.run_streamed(
+            [cmake, "--build", str(bdir)], bdir, opts.verbose, what="the kernels build", append=True, prediction=prediction
+        )
         cache_stats = cache.stats()
     # nvcc's --keep intermediates (cmake/FlashAttnKernels.cmake, flash_attn_deterministic_objects): tens of
     # MB per unit, needed by no later build; the folder itself stays (nvcc writes into it).
@@ -222,6 +228,9 @@ def build(opts: options.BuildOptions, tc: toolchain.Toolchain, shard: str = "", 
     summary = progress.summary(entries, wall, progress.peak_child_rss_bytes(), {})
     if cache_stats:
         summary["compile_cache"] = cache_stats
+    if prediction is not None:
+        summary["predicted_seconds"] = round(prediction.wall_seconds, 1)
+        estimate.record(prediction, wall, summary)
     checksums.atomic_write_text(bdir / builder.SUMMARY_NAME, json.dumps(summary, indent=1) + "\n")
     progress.write_trace(bdir, entries)
     group_token = build_key.group_token(opts.group, opts.cuda_archs)
@@ -304,6 +313,21 @@ def gather(paths: list[Path], out: Path) -> Path:
     return _write_archive(Path(out), name, manifest, sources)
 
 
+def predict_shard(opts: options.BuildOptions, units: list, shard: str):
+    """Print and return the up-front prediction of a kernels build (its shard's units; the dispatch
+    compiles in the whole set and in shard 1)."""
+    index = 1
+    if shard:
+        index, count = _paths.kernel_set().parse_shard(shard)
+        units = _paths.kernel_set().split_shards(units, count)[index - 1]
+    step = estimate.kernels_step(units, estimate.sass_count(opts.group, opts.cuda_archs), index == 1, opts.jobs)
+    set_name = opts.kernel_set
+    estimate.render(
+        [step], lambda: estimate.cheaper_commands("kernels", opts.group, set_name, len(units), estimate.visible_sms())
+    )
+    return step
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m release.kernels", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -350,8 +374,10 @@ def main(argv: list[str] | None = None) -> int:
         toolchain.check(tc, need_torch=False)
         opts.validate_toolchain(tc.cuda_version)
         out = ns.out.resolve() if ns.out else _paths.REPO_ROOT / "kernels"
-        archive, summary = build(opts, tc, shard, out)
+        prediction = predict_shard(opts, units, shard)
+        archive, summary = build(opts, tc, shard, out, prediction)
         progress.render_summary(summary, title=f"flash_attn kernels {opts.group} {set_name} {shard}")
+        print(f"release: {estimate.compare(prediction, summary['wall_seconds'])}", flush=True)
         print(f"release: wrote {archive}", flush=True)
         return 0
 

@@ -35,7 +35,7 @@ def opts(tmp_path, **kw):
 def fake_build(monkeypatch):
     calls = []
 
-    def run_build(build_dir, defines, outdir, python=None, verbose=False, nvcc=None):
+    def run_build(build_dir, defines, outdir, python=None, verbose=False, nvcc=None, prediction=None):
         calls.append((Path(build_dir), defines))
         wheel = built(Path(outdir))
         return builder.BuildResult(wheel=wheel, summary=_summary(), log=Path(build_dir) / "log")

@@ -39,7 +39,7 @@ def fake_build(monkeypatch):
     """A build whose wheel's build info is `fields` (default: the stable ABI the session asked for)."""
     calls, fields = [], dict(STABLE)
 
-    def run_build(build_dir, defines, outdir, python=None, verbose=False, nvcc=None):
+    def run_build(build_dir, defines, outdir, python=None, verbose=False, nvcc=None, prediction=None):
         calls.append((Path(build_dir), defines))
         info = build_info("legacy", kernel_set="ci", **fields)
         wheel = make_wheel(Path(outdir), info=info, metadata_tail="Requires-Dist: torch\n")
