@@ -181,7 +181,11 @@ class Prediction:
         return parallel * plan.NVCC_MEMORY_GIB
 
     def eta(self, elapsed: float, finished: dict[str, float]) -> float:
-        """Seconds left, from the predicted schedule corrected by what happened so far.
+        """Seconds left: :meth:`expected_total` - elapsed, at least 0 (0 while running past it)."""
+        return max(self.expected_total(elapsed, finished) - elapsed, 0.0)
+
+    def expected_total(self, elapsed: float, finished: dict[str, float]) -> float:
+        """Expected wall seconds of the whole step: the predicted schedule corrected by what happened so far.
 
         `finished`: unit name -> second it finished (from the step's start). The prediction is
         stretched by the ratio actual / predicted finish time of the finished units (cost-weighted:
@@ -195,7 +199,7 @@ class Prediction:
         next_finish = min(pending) if pending else self.wall_seconds
         if next_finish > 0:
             ratio = max(ratio, elapsed / next_finish)
-        return max(self.wall_seconds * ratio - elapsed, 0.0)
+        return self.wall_seconds * ratio
 
 
 def runner_here(jobs: int | None = None, env=None) -> tuple[plan.Runner, str, int]:

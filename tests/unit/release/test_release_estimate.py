@@ -149,3 +149,12 @@ def test_an_interrupt_names_what_the_build_folder_kept(tmp_path, capsys, monkeyp
     assert f"kept {tmp_path} with 1 compiled object(s)" in err
     assert errors.run_main(lambda: (_ for _ in ()).throw(KeyboardInterrupt)) == errors.EXIT_INTERRUPTED
     assert "no partial output was kept" not in capsys.readouterr().err
+
+
+def test_a_last_unit_running_past_its_estimate_says_so(no_record):
+    p = estimate.kernels_step([ks.parse_unit(LIGHT)], sass=1, dispatch=False, jobs=1)
+    clock = Clock()
+    state = progress.BuildProgress(units=[LIGHT], clock=clock, prediction=p)
+    clock.t += p.wall_seconds + 13
+    assert state.eta() == 0
+    assert "ETA past the estimate (predicted " in state.status()
