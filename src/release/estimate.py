@@ -228,7 +228,7 @@ def predict(what: str, units: list, sass: int, other_seconds: list[float], jobs:
         sass=sass,
         speed_factor=runner.speed_factor,
         speed_source=source,
-        unit_finish={u.name: t for u, t in zip(units, finish)},
+        unit_finish={u.name: t for u, t in zip(units, finish, strict=True)},
     )
 
 

@@ -71,11 +71,17 @@ def pages_url(repo: str) -> str:
     return f"https://{owner.lower()}.github.io/{name}/"
 
 
-def default_base_url(version: str, repo: str | None = None, env=None) -> str:
-    """The GitHub release download URL of ``v<version>`` (see the module docstring)."""
+def repo_of(repo: str | None = None, env=None) -> str | None:
+    """``OWNER/NAME`` of the wheels' GitHub release: `repo`, else ``$GITHUB_REPOSITORY``; None if neither."""
     env = os.environ if env is None else env
     repo = repo or env.get("GITHUB_REPOSITORY", "")
-    if repo.count("/") != 1:
+    return repo if repo.count("/") == 1 else None
+
+
+def default_base_url(version: str, repo: str | None = None, env=None) -> str:
+    """The GitHub release download URL of ``v<version>`` (see the module docstring)."""
+    repo = repo_of(repo, env)
+    if repo is None:
         raise ReleaseError(
             "the package index needs the wheels' download URL: pass --repo OWNER/NAME (their GitHub release) "
             "or --base-url URL (a folder the wheels are uploaded to)"

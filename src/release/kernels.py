@@ -214,7 +214,12 @@ def build(
     with compile_cache.session(opts.cache) as cache:
         _, log_before = builder.run_streamed(configure, bdir, opts.verbose, what="the kernels configure")
         builder.run_streamed(
-            [cmake, "--build", str(bdir)], bdir, opts.verbose, what="the kernels build", append=True, prediction=prediction
+            [cmake, "--build", str(bdir)],
+            bdir,
+            opts.verbose,
+            what="the kernels build",
+            append=True,
+            prediction=prediction,
         )
         cache_stats = cache.stats()
     # nvcc's --keep intermediates (cmake/FlashAttnKernels.cmake, flash_attn_deterministic_objects): tens of

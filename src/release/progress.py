@@ -146,7 +146,7 @@ class BuildProgress:
         eta_text = "estimating" if eta is None else format_seconds(eta)
         if self.prediction is not None:
             eta_text += f" (predicted {format_seconds(self.prediction.wall_seconds)} in all)"
-            if eta == 0 and self.units_total > len(self.units_done):  # the last unit runs past its estimate
+            if eta == 0 and (self.edges_done < self.edges_total or not self.edges_total):  # running past it
                 eta_text = f"past the estimate (predicted {format_seconds(self.prediction.wall_seconds)} in all)"
         token = self.last.split(" ")[-1]
         done = unit_of(self.last) or (token.replace("\\", "/").rsplit("/", 1)[-1] if "/" in token else self.last[:60])

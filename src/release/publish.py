@@ -154,11 +154,14 @@ def write_index(release: Path, base_url: str | None, repo: str | None) -> Path |
     or $GITHUB_REPOSITORY)."""
     wheels = sorted(release.glob("flash_attn-*.whl"))
     version = wheels[0].name.split("-")[1].split("+")[0]
-    try:
-        base = base_url or index.default_base_url(version, repo)
-    except ReleaseError as e:
-        print(f"release: no package index written: {e}", flush=True)
+    if not (base_url or index.repo_of(repo)):
+        print(
+            "release: no package index written: pass --repo OWNER/NAME (the GitHub release of the wheels) or "
+            "--index-base-url URL",
+            flush=True,
+        )
         return None
+    base = base_url or index.default_base_url(version, repo)
     out = release.with_name(release.name + "-index")
     index.write(wheels, out, base)
     print(f"release: package indexes in {out} (wheels from {base})", flush=True)

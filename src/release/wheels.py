@@ -33,7 +33,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import build_key, builder, checksums, compile_cache, estimate, kernels, options, progress, smoke, tagging, toolchain
+from . import (
+    build_key,
+    builder,
+    checksums,
+    compile_cache,
+    estimate,
+    kernels,
+    options,
+    progress,
+    smoke,
+    tagging,
+    toolchain,
+)
 from .errors import ReleaseError, run_main
 
 

@@ -158,3 +158,15 @@ def test_a_last_unit_running_past_its_estimate_says_so(no_record):
     clock.t += p.wall_seconds + 13
     assert state.eta() == 0
     assert "ETA past the estimate (predicted " in state.status()
+
+
+def test_a_link_step_running_past_its_estimate_says_so(no_record):
+    # the ci wheel's binding step on a loaded machine printed "ETA 0:00" for a minute with 1 of 9 edges left
+    p = estimate.binding_step(jobs=2)
+    clock = Clock()
+    state = progress.BuildProgress(units=[], clock=clock, prediction=p, compiles_units=False)
+    clock.t += p.wall_seconds + 60
+    state.feed("[8/9] Linking CXX shared module _C_legacy.so")
+    assert "ETA past the estimate (predicted " in state.status()
+    state.feed("[9/9] Installing")
+    assert "ETA 0:00 (predicted" in state.status()

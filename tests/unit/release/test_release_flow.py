@@ -181,7 +181,6 @@ def test_build_command():
     assert builder.build_env({})["NINJA_STATUS"] == "[%f/%t] "
 
 
-
 @pytest.mark.skipif(os.name == "nt", reason="uses a POSIX shell script as the fake interpreter")
 def test_a_kernels_link_counts_no_kernel_units(tmp_path, fake_python, monkeypatch, capsys):
     # issue 28: a --kernels link (FLASH_ATTN_KERNELS) compiles no unit, yet its build folder lists the

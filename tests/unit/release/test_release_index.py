@@ -49,7 +49,8 @@ def test_writes_one_index_per_variant_with_hashes(release, tmp_path):
     page = (tmp_path / "site" / "cu13/legacy/stable/simple/flash-attn/index.html").read_text()
     assert f'#sha256={entry["sha256"]}"' in page and 'data-requires-python="&gt;=3.10"' in page
     assert ">flash-attn</a>" in (tmp_path / "site" / "cu13/legacy/stable/simple/index.html").read_text()
-    assert "pip install flash-attn --index-url ./cu13/legacy/stable/simple" in (tmp_path / "site/index.html").read_text()
+    overview = (tmp_path / "site/index.html").read_text()
+    assert "pip install flash-attn --index-url ./cu13/legacy/stable/simple" in overview
     with pytest.raises(ReleaseError, match="already exists"):
         index.write(sorted(release.glob("*.whl")), tmp_path / "site", "https://example.org/dl/")
 
@@ -110,7 +111,8 @@ def test_release_session_writes_the_index_beside_the_release(release, tmp_path, 
                          "--reports", str(tmp_path / "none")])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     page = (tmp_path / "dist/release-x-index/cu13/legacy/torch2.14.1/simple/flash-attn/index.html").read_text()
-    assert "https://github.com/someone/wheels/releases/download/v2.9.2.post1/flash_attn-2.9.2.post1%2Bcu130torch2.14.1" in page
+    url = "https://github.com/someone/wheels/releases/download/v2.9.2.post1/"
+    assert url + "flash_attn-2.9.2.post1%2Bcu130torch2.14.1" in page
 
 
 def test_readme_gives_the_install_line_of_every_released_group():
@@ -121,3 +123,12 @@ def test_readme_gives_the_install_line_of_every_released_group():
     for group in ("legacy", "blackwell"):
         line = _paths.install().install_line(site, _paths.install().variant(13, group, None, None))
         assert f"    {line} " in readme, line
+
+
+def test_release_session_without_a_repo_says_how_to_get_the_index(release, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
+    out = tmp_path / "dist" / "release-x"
+    code = publish.main(["--wheels", str(release), "--out", str(out), "--allow-missing-reports",
+                         "--reports", str(tmp_path / "none")])  # fmt: skip
+    assert code == 0 and "no package index written: pass --repo OWNER/NAME" in capsys.readouterr().out
+    assert out.is_dir() and not (tmp_path / "dist" / "release-x-index").exists()
