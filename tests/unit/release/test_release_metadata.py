@@ -100,3 +100,18 @@ def test_uv_in_an_empty_venv_selects_the_torch_the_wheel_was_built_for(index, tm
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "torch==2.14.1" in out and "torch==2.15.0" not in out
+
+
+def test_an_exact_wheel_with_a_plain_torch_requirement_is_refused(tmp_path):
+    # a wheel tagged before this change (Requires-Dist: torch) is named, not shipped (smoke, release)
+    from release import smoke
+    from release.errors import ReleaseError
+
+    raw = make_wheel(tmp_path / "raw", info=build_info(), metadata_tail="Requires-Dist: torch\n")
+    tagged = tagging.retag(raw, tmp_path / "tagged")
+    smoke.check_contents(tagged, "legacy")
+    old = make_wheel(tmp_path / "old", version=tagging.verify_wheel(tagged).version,
+                     metadata_tail="Requires-Dist: torch\n")  # fmt: skip
+    with pytest.raises(ReleaseError, match=r"does not require torch==2\.14\.1 \(found \['torch'\]\)"):
+        smoke.check_contents(old, "legacy")
+    assert smoke.torch_fits(build_info(), "2.14.1+cu130") and not smoke.torch_fits(build_info(), "2.15.0")
