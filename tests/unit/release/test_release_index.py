@@ -132,3 +132,14 @@ def test_release_session_without_a_repo_says_how_to_get_the_index(release, tmp_p
                          "--reports", str(tmp_path / "none")])  # fmt: skip
     assert code == 0 and "no package index written: pass --repo OWNER/NAME" in capsys.readouterr().out
     assert out.is_dir() and not (tmp_path / "dist" / "release-x-index").exists()
+
+
+def test_index_needs_only_the_standard_library():
+    """The release workflow's index job runs it with the runner's python3, nothing installed."""
+    from release import _paths
+
+    code = "import sys, release.index; bad = [m for m in ('packaging', 'wheel', 'rich', 'torch') if m in sys.modules]; "
+    code += "sys.exit(f'imported {bad}' if bad else 0)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"PYTHONPATH": str(_paths.SRC_DIR)}
+    proc = subprocess.run([sys.executable, "-s", "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
