@@ -181,7 +181,7 @@ def doc_tables(session: nox.Session) -> None:
 
 @nox.session(venv_params=SHARED, reuse_venv=True)
 def dev(session: nox.Session) -> None:
-    """Editable install into .nox/dev that rebuilds on import (kernel set dev, legacy group)."""
+    """Editable install into .nox/dev, rebuilt on import: this machine's GPUs (none: ci set, one SM)."""
     _release(session, "dev")
 
 

@@ -13,7 +13,8 @@
 #   Beside what this build is, the record carries the project tables the runtime needs, so the
 #   installed package keeps no copy of them: "arch_groups" (each fixed group's SASS with this
 #   toolkit, flash_attn_arch_groups_sass), "min_arch" (archs.min_sm of build-manifest.json) and
-#   "head_dims" (what the dispatch rounds a head dim up to, from the kernels JSON).
+#   "head_dims" (what the dispatch rounds a head dim up to, from the kernels JSON), and "install"
+#   (package_index.url and stable_abi.torch_min: `python -m flash_attn` names the index to install from).
 #   Files are rewritten only when their text changes (no needless relinks).
 include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnArchGroups.cmake")
 
@@ -49,6 +50,8 @@ function(flash_attn_write_build_info)
   string(JSON head_dims GET "${kernels}" head_dims)
   flash_attn_arch_groups_sass(CUDA_VERSION "${arg_CUDA_VERSION}" OUT_JSON arch_groups)
   flash_attn_manifest_get(min_arch archs min_sm)
+  flash_attn_manifest_get(index_url package_index url)
+  flash_attn_manifest_get(stable_min stable_abi torch_min)
   _flash_attn_json_list(archs ${arg_ARCHS})
   _flash_attn_json_list(sass ${arg_SASS})
   _flash_attn_json_bool(abi "${arg_CXX11_ABI}")
@@ -77,7 +80,8 @@ function(flash_attn_write_build_info)
                "upstream;{\"version\": \"${arg_UPSTREAM_VERSION}\", \"sha256\": \"${arg_UPSTREAM_SHA256}\", \"source\": \"${arg_UPSTREAM_SOURCE}\", \"philox_args\": \"${arg_UPSTREAM_PHILOX_ARGS}\"}"
                "compilers;{\"cxx\": \"${arg_CXX_COMPILER}\", \"cuda\": \"${arg_CUDA_COMPILER}\"}"
                "fatbin_compression;\"${arg_FATBIN_COMPRESSION}\"" "head_dims;${head_dims}"
-               "arch_groups;${arch_groups}" "min_arch;${min_arch}" "kernels_key;\"${arg_KERNELS_KEY}\"")
+               "arch_groups;${arch_groups}" "min_arch;${min_arch}" "kernels_key;\"${arg_KERNELS_KEY}\""
+               "install;{\"index_url\": \"${index_url}\", \"stable_torch_min\": \"${stable_min}\"}")
     list(GET pair 0 key)
     list(SUBLIST pair 1 -1 value)
     list(JOIN value ";" value)

@@ -5,7 +5,8 @@ Exit codes:
     0  the library is loaded, and every visible GPU can run it (or no GPU is visible, so nothing
        could be checked; the output says so);
     1  the library cannot run here: torch mismatch, load failure, or a visible GPU this wheel's
-       arch group does not cover (the output names the wheel to install);
+       arch group does not cover (the output names the wheel to install, and the ``pip install
+       flash-attn --index-url ...`` line for this GPU and torch: flash_attn._install);
     2  no native library: a source checkout that was never built (``nox -s dev`` or ``pip install .``).
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 import torch
 
-from . import _build_info, _compat, _loader
+from . import _build_info, _compat, _install, _loader
 
 __all__ = ["EXIT_OK", "EXIT_CANNOT_RUN", "EXIT_NOT_BUILT", "collect", "render_plain", "main"]
 
@@ -155,7 +156,26 @@ def collect(
         code, summary = EXIT_OK, "this wheel can run on every visible GPU"
     report["exit_code"] = code
     report["summary"] = summary
+    report["install"] = install_line(state.build_info, report) if code == EXIT_CANNOT_RUN else None
     return report
+
+
+def install_line(info: dict[str, Any] | None, report: dict[str, Any]) -> str | None:
+    """The pip line that installs the wheel for the first GPU this one cannot serve (any, when the
+    library did not load) and the running torch (flash_attn._install), or None when it cannot be
+    told: no GPU, a CPU-only torch, a GPU no arch group covers, or a build info without ``install``
+    (a wheel built before it existed)."""
+    install = (info or {}).get("install") or {}
+    cuda = _build_info.cuda_major(torch.version.cuda)
+    gpus = [g for g in report["gpus"] if g["ok"] is False] or report["gpus"]
+    if not install.get("index_url") or cuda is None or not gpus:
+        return None
+    major, minor = (int(x) for x in gpus[0]["capability"].split("."))
+    group = _compat.group_for_capability(info, (major, minor))
+    if group is None:
+        return None
+    where = _install.variant(cuda, group, torch.__version__, install.get("stable_torch_min"))
+    return _install.install_line(install["index_url"], where)
 
 
 def render_plain(report: dict[str, Any]) -> str:
@@ -188,6 +208,8 @@ def render_plain(report: dict[str, Any]) -> str:
             f"  {gpu['index']}  {gpu['name']}  (compute capability {gpu['capability']})  {verdict}: {gpu['message']}"
         )
     lines.append(f"result: {report['summary']}")
+    if report.get("install"):
+        lines.append(f"install the wheel for this GPU and torch: {report['install']}")
     return "\n".join(lines)
 
 
@@ -239,6 +261,8 @@ def _render_rich(report: dict[str, Any]) -> None:
         console.print(escape("GPUs: none visible" + (f" ({report['gpu_error']})" if report["gpu_error"] else "")))
     style = {EXIT_OK: "green", EXIT_NOT_BUILT: "yellow"}.get(report["exit_code"], "red")
     console.print(styled(f"result: {report['summary']}", style))
+    if report.get("install"):
+        console.print(f"install the wheel for this GPU and torch: [bold]{escape(report['install'])}[/]")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -66,3 +66,19 @@ def make_wheel(
             "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp310-abi3-linux_x86_64\n",
         )
     return path
+
+
+def stand_in_torch(folder: Path, version: str) -> Path:
+    """A tiny wheel named torch, standing in for the real one in a --no-index resolution."""
+    from wheel.wheelfile import WheelFile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"torch-{version}-py3-none-any.whl"
+    with WheelFile(path, "w") as wf:
+        wf.writestr("torch_stand_in.py", "")
+        wf.writestr(f"torch-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+        wf.writestr(
+            f"torch-{version}.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+    return path

@@ -8,6 +8,7 @@ install pinned tools and call these modules' ``main`` functions:
 - :mod:`release.build_key` keyed build directories
 - :mod:`release.builder`   runs ``python -m build`` with Ninja progress and a summary
 - :mod:`release.progress`  Ninja progress parsing, ``.ninja_log`` analysis, summary table
+- :mod:`release.estimate`  a build's predicted wall time and memory on this machine, its measured speed
 - :mod:`release.tagging`   local version label and wheel re-tagging
 - :mod:`release.checksums` ``SHA256SUMS`` writing and verification
 - :mod:`release.smoke`     smoke test of one wheel in a fresh virtual environment
@@ -15,4 +16,5 @@ install pinned tools and call these modules' ``main`` functions:
 - :mod:`release.dev`       the ``dev`` session: editable install that rebuilds on import
 - :mod:`release.jsonio`    strict-JSON conversion for tools/validate.py's report and bench/ results
 - :mod:`release.publish`   the ``release`` session: gather, checksum and verify a release
+- :mod:`release.index`     the release's static PEP 503 package indexes (one per wheel variant)
 """

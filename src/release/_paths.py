@@ -14,6 +14,7 @@ SRC_DIR = REPO_ROOT / "src"
 KERNEL_SET_PY = SRC_DIR / "kernels" / "kernel_set.py"
 VERSION_PY = REPO_ROOT / "flash_attn" / "_version.py"
 LABEL_PY = REPO_ROOT / "flash_attn" / "_label.py"
+INSTALL_PY = REPO_ROOT / "flash_attn" / "_install.py"
 DEFAULT_BUILD_ROOT = REPO_ROOT / "build"
 DEFAULT_WHEELHOUSE = REPO_ROOT / "wheelhouse"
 
@@ -49,6 +50,12 @@ def label() -> ModuleType:
     library (and, in a smoke or validate session, an installed wheel's copy instead of this one).
     """
     return _load_file("flash_attn_label", LABEL_PY)
+
+
+@cache
+def install() -> ModuleType:
+    """flash_attn/_install.py as a module (which index serves which wheel), loaded by path as label()."""
+    return _load_file("flash_attn_install", INSTALL_PY)
 
 
 def package_version(version_py: Path = VERSION_PY) -> str:

@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -62,11 +63,24 @@ class BuildResult:
     log: Path
 
 
-class _Display:
-    """Console output of a streaming build: rich progress bar on a terminal, plain lines otherwise."""
+TICK_SECONDS = 60.0  # the longest silence of the plain progress output (a log file, CI) during a compile
 
-    def __init__(self, state: progress.BuildProgress, verbose: bool):
+
+class _Display:
+    """Console output of a streaming build: rich progress bar on a terminal, plain lines otherwise.
+
+    A compile can run for many minutes without a Ninja line, so a background thread calls
+    :meth:`tick` every few seconds: the bar's ETA moves, and plain output gets a status line when
+    nothing was printed for `tick_seconds` (so a log shows the build alive at least once a minute).
+    """
+
+    def __init__(self, state: progress.BuildProgress, verbose: bool, tick_seconds: float = TICK_SECONDS, clock=None):
         self.state, self.verbose = state, verbose
+        self.tick_seconds = tick_seconds
+        self.clock = clock or time.monotonic
+        self.last_print = self.clock()
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
         self.bar = None
         if sys.stdout.isatty():
             try:
@@ -78,24 +92,48 @@ class _Display:
             except ImportError:
                 self.bar = None
 
+    def start_ticking(self) -> None:
+        """Call :meth:`tick` from a daemon thread every few seconds until :meth:`close`."""
+
+        def loop():
+            while not self.stopped.wait(min(5.0, self.tick_seconds)):
+                self.tick()
+
+        threading.Thread(target=loop, name="flash_attn-progress", daemon=True).start()
+
+    def tick(self) -> None:
+        """Refresh the bar; on plain output print the status when nothing was printed for tick_seconds."""
+        if self.bar or self.clock() - self.last_print >= self.tick_seconds:
+            self.progressed()
+
     def line(self, text: str) -> None:
-        if self.bar:
-            self.bar.console.print(text, markup=False, highlight=False)
-        else:
-            print(text, flush=True)
+        with self.lock:
+            if self.bar:
+                self.bar.console.print(text, markup=False, highlight=False)
+            else:
+                print(text, flush=True)
+            self.last_print = self.clock()
 
     def progressed(self) -> None:
         s = self.state
-        if self.bar:
-            total = s.units_total or s.edges_total
-            done = len(s.units_done) if s.units_total else s.edges_done
-            self.bar.update(self.task, description=s.status(), total=total, completed=done)
-        else:
-            print(f"[flash_attn] {s.status()}", flush=True)
+        with self.lock:
+            if self.bar:
+                total = s.units_total or s.edges_total
+                done = len(s.units_done) if s.units_total else s.edges_done
+                self.bar.update(self.task, description=s.status(), total=total, completed=done)
+            else:
+                print(f"[flash_attn] {s.status()}", flush=True)
+            self.last_print = self.clock()
 
     def close(self) -> None:
+        self.stopped.set()
         if self.bar:
             self.bar.stop()
+
+
+def kept_objects(build_dir: Path) -> int:
+    """Compiled objects (.o / .obj) under a build folder: what an interrupted build keeps for its rerun."""
+    return sum(1 for p in Path(build_dir).rglob("*") if p.suffix in (".o", ".obj") and p.is_file())
 
 
 def run_streamed(
@@ -105,23 +143,28 @@ def run_streamed(
     cwd: Path = _paths.REPO_ROOT,
     what: str = "the build",
     append: bool = False,
+    prediction=None,
+    compiles_units: bool = True,
 ) -> tuple[float, int]:
     """Run `cmd` (a build whose CMake binary dir is `build_dir`) with streamed, followable output.
 
     The output goes to ``<build_dir>/flash_attn_build.log`` (appended to with `append`, for a
     second command of the same build). The command runs in a session of its own (release.procs),
     recorded in the build folder's lock when this process holds it (release.locks), and is stopped with
-    everything it started when this function is left early (Ctrl-C, SIGTERM, an error). Returns
-    (wall seconds, the .ninja_log lines before the run); raises ReleaseError when the command
-    fails: its errors were shown as they came (CMake's once), so the message gives the log's path,
-    with the log's last lines only when no error line was shown.
+    everything it started when this function is left early (Ctrl-C, SIGTERM, an error); on Ctrl-C one
+    line says what the build folder kept (its compiled objects, which a rerun reuses). `prediction`
+    (release.estimate.Prediction) drives the ETA; `compiles_units` False (a binding/link build) drops
+    the kernel-unit count from the status. Returns (wall seconds, the .ninja_log lines before the run);
+    raises ReleaseError when the command fails: its errors were shown as they came (CMake's once), so
+    the message gives the log's path, with the log's last lines only when no error line was shown.
     """
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
     log_path = build_dir / LOG_NAME
     log_before = progress.ninja_log_lines(build_dir)
-    state = progress.BuildProgress(units=[])
+    state = progress.BuildProgress(units=[], prediction=prediction, compiles_units=compiles_units)
     display = _Display(state, verbose)
+    display.start_ticking()
     tail: deque[str] = deque(maxlen=80)
     started = time.monotonic()
     if not append:
@@ -157,7 +200,7 @@ def run_streamed(
                         display.line(line)
                         continue
                 if state.feed(line):
-                    if not state.units:
+                    if not state.units and compiles_units:
                         state.set_units(progress.units_of_build_dir(build_dir))
                     display.progressed()
                     if verbose:
@@ -167,6 +210,14 @@ def run_streamed(
                     in_message = line.startswith("CMake Warning") or line.startswith("CMake Error")
                     shown_error = shown_error or bool(_ERROR_RE.search(line))
             rc = proc.wait()
+    except KeyboardInterrupt:
+        print(
+            f"release: interrupted {what}; kept {build_dir} with {kept_objects(build_dir)} compiled object(s) "
+            "(the same command again compiles only what is missing); the output folder was not written",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise
     finally:
         display.close()
         if proc is not None and proc.poll() is None:
@@ -190,16 +241,26 @@ def run_build(
     source_dir: Path = _paths.REPO_ROOT,
     verbose: bool = False,
     nvcc: str | None = None,
+    prediction=None,
 ) -> BuildResult:
-    """Build one wheel into `outdir`; raises ReleaseError (see run_streamed) when it fails."""
+    """Build one wheel into `outdir`; raises ReleaseError (see run_streamed) when it fails.
+
+    With ``FLASH_ATTN_KERNELS`` (a kernels archive, as the wheel sessions pass) the build compiles
+    only the binding and links the archive, so its progress counts no kernel units.
+    `prediction` (release.estimate) drives the ETA and goes into the summary."""
     build_dir = Path(build_dir)
     cmd = build_command(python, source_dir, build_dir, outdir, defines)
-    wall, log_before = run_streamed(cmd, build_dir, verbose, cwd=source_dir)
+    links_archive = bool(defines.get("FLASH_ATTN_KERNELS"))
+    wall, log_before = run_streamed(
+        cmd, build_dir, verbose, cwd=source_dir, prediction=prediction, compiles_units=not links_archive
+    )
     wheels = sorted(Path(outdir).glob("*.whl"))
     if len(wheels) != 1:
         raise ReleaseError(f"the build exited 0 but left {len(wheels)} wheels in {outdir}; see {build_dir / LOG_NAME}")
     entries = progress.read_ninja_log(build_dir / ".ninja_log", log_before)
     s = progress.summary(entries, wall, progress.peak_child_rss_bytes(), library_sizes(wheels[0], nvcc))
+    if prediction is not None:
+        s["predicted_seconds"] = round(prediction.wall_seconds, 1)
     checksums.atomic_write_text(build_dir / SUMMARY_NAME, json.dumps(s, indent=1) + "\n")
     # The compile timeline beside the log, from the same .ninja_log entries (Perfetto, chrome://tracing).
     progress.write_trace(build_dir, entries)

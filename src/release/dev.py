@@ -1,6 +1,9 @@
 """The ``dev`` session: an editable install for local development that rebuilds on import.
 
-``python -m release.dev [--arch-group legacy] [--kernel-set dev] [wheel options]`` runs::
+``python -m release.dev [--arch-group legacy] [--kernel-set dev] [wheel options]`` builds for this
+machine unless told otherwise (:func:`choose`): the SMs of its GPUs, or without one the ``ci`` set
+for one SM, never on its own a build predicted over 30 minutes. It prints the predicted cost
+(release.estimate) and runs::
 
     pip install --no-build-isolation -e . -Ceditable.rebuild=true -Cbuild-dir=<keyed dir> \\
         -Ccmake.define.FLASH_ATTN_...=...
@@ -17,9 +20,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 
-from . import _paths, build_key, builder, manifest, options, toolchain
+from . import _paths, build_key, builder, estimate, options, plan, toolchain
 from .errors import run_main
+
+DEV_KERNEL_SET = "dev"  # the named set of head dims 64 and 128 (kernels.sets of build-manifest.json)
 
 
 def install_command(python: str, build_dir, defines: dict[str, str]) -> list[str]:
@@ -30,24 +36,104 @@ def install_command(python: str, build_dir, defines: dict[str, str]) -> list[str
     return cmd
 
 
-def main(argv: list[str] | None = None, probe=toolchain.probe) -> int:
+@dataclass(frozen=True)
+class Choice:
+    """What ``nox -s dev`` builds: arch group, SMs (custom group), kernel set, and why (one line)."""
+
+    group: str
+    cuda_archs: str  # "" for a fixed group, else "80,90"
+    kernel_set: str
+    why: str
+
+
+def choose(
+    group: str | None,
+    cuda_archs: str | None,
+    kernel_set: str | None,
+    visible: list[int] | None,
+    seconds=None,
+) -> Choice:
+    """The build for this machine (docs/release.md, "nox -s dev").
+
+    An arch group, SMs or a kernel set that was given (flag or environment) is kept. Otherwise:
+    with GPUs visible (`visible`: their SM numbers, estimate.visible_sms) the ``custom`` group for
+    their SMs and the ``dev`` kernel set, unless `seconds(set, SM count)` (the predicted wall time
+    here) puts it over estimate.LONG_SECONDS: then the ``ci`` set, saying how to ask for ``dev``;
+    without a GPU (or unknown: None) the ``ci`` set for the oldest SM the project builds
+    (``archs.min_sm``: its PTX runs on every newer GPU), a build of minutes, and the message says
+    how to ask for more. So no choice of its own starts a build of more than 30 minutes.
+    """
+    usable = sorted(sm for sm in (visible or []) if sm >= options.MIN_SM)
+    if group or cuda_archs:
+        group = group or "custom"
+        set_name = kernel_set or DEV_KERNEL_SET
+        return Choice(group, cuda_archs or "", set_name, f"arch group {group} as asked")
+    if usable:
+        archs = ",".join(map(str, usable))
+        why = f"the GPU(s) of this machine: sm_{', sm_'.join(map(str, usable))}"
+        if kernel_set:
+            return Choice("custom", archs, kernel_set, why)
+        cost = seconds(DEV_KERNEL_SET, len(usable)) if seconds else 0.0
+        if cost <= estimate.LONG_SECONDS:
+            return Choice("custom", archs, DEV_KERNEL_SET, why)
+        return Choice(
+            "custom",
+            archs,
+            "ci",
+            f"{why}; kernel set ci, as the {DEV_KERNEL_SET} set is predicted at "
+            f"{estimate.progress.format_seconds(cost)} here (ask for it with --kernel-set {DEV_KERNEL_SET})",
+        )
+    set_name = kernel_set or "ci"
+    gpus = "no CUDA device is visible" if visible is not None else "torch could not tell which GPUs are here"
+    return Choice(
+        "custom",
+        str(options.MIN_SM),
+        set_name,
+        f"{gpus}: sm_{options.MIN_SM} only (its PTX runs on every newer GPU). For more: "
+        f"nox -s dev -- --arch-group legacy --kernel-set {DEV_KERNEL_SET}, or --cuda-archs <your SMs>",
+    )
+
+
+def dev_seconds(kernel_set: str, sass: int) -> float:
+    """Predicted wall seconds of an editable build of `kernel_set` for `sass` SMs on this machine."""
+    return predict(estimate.units_of(kernel_set), sass).wall_seconds
+
+
+def predict(units: list, sass: int, jobs: int | None = None):
+    """The estimate.Prediction of an editable build: the units, the dispatch and the binding in one build."""
+    other = [plan.DISPATCH_SECONDS * sass, plan.BINDING_SECONDS]
+    return estimate.predict("editable build (kernels, dispatch, binding)", units, sass, other, jobs)
+
+
+def main(argv: list[str] | None = None, probe=toolchain.probe, visible=None) -> int:
+    """`visible`: a callable giving the SMs of the GPUs here (default estimate.visible_sms)."""
     p = argparse.ArgumentParser(prog="python -m release.dev", description=__doc__.split("\n")[0])
-    default = os.environ.get("FLASH_ATTN_ARCH_GROUP") or manifest.option_default("FLASH_ATTN_ARCH_GROUP")
     p.add_argument(
         "--arch-group",
         dest="group",
-        default=default,
-        help=f"{', '.join(options.GROUPS)} (default {default}; FLASH_ATTN_ARCH_GROUP)",
+        help=f"{', '.join(options.GROUPS)} (default: custom with the SMs of the GPUs here; FLASH_ATTN_ARCH_GROUP)",
     )
     options.add_arguments(p)
     p.set_defaults(kernel_set=None)
     ns = p.parse_args(sys.argv[1:] if argv is None else argv)
-    if not ns.kernel_set:
-        ns.kernel_set = os.environ.get("FLASH_ATTN_KERNEL_SET") or "dev"
+    env = os.environ
 
     def body() -> int:
+        given_set = ns.kernel_set or env.get("FLASH_ATTN_KERNEL_SET") or None
+        archs = ns.cuda_archs or env.get("FLASH_ATTN_CUDA_ARCHS") or None
+        group = ns.group or env.get("FLASH_ATTN_ARCH_GROUP") or None
+        need_gpus = not (group or archs)
+        found = (visible or estimate.visible_sms)() if need_gpus else None
+        choice = choose(group, archs, given_set, found, seconds=dev_seconds)
+        ns.group, ns.cuda_archs, ns.kernel_set = choice.group, choice.cuda_archs or None, choice.kernel_set
         opts = options.from_namespace(ns)
-        opts.validate(check_out=False)
+        set_name, units = opts.validate(check_out=False)
+        print(
+            f"release: dev build: arch group {opts.group}"
+            + (f" (sm_{', sm_'.join(map(str, opts.cuda_archs))})" if opts.cuda_archs else "")
+            + f", kernel set {set_name} ({len(units)} units): {choice.why}",
+            flush=True,
+        )
         if opts.torch_version:
             toolchain.ensure_torch(opts.torch_version)
         tc = probe()
@@ -56,12 +142,22 @@ def main(argv: list[str] | None = None, probe=toolchain.probe) -> int:
         bdir = build_key.build_dir(
             opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
         )
-        builder.run_streamed(
-            install_command(tc.python, bdir, opts.cmake_defines()), bdir, opts.verbose, what="the editable install"
+        sass = estimate.sass_count(opts.group, opts.cuda_archs)
+        step = predict(units, sass, opts.jobs)
+        estimate.render(
+            [step],
+            lambda: estimate.cheaper_commands("dev", opts.group, set_name, len(units), found or estimate.visible_sms()),
+        )
+        wall, _ = builder.run_streamed(
+            install_command(tc.python, bdir, opts.cmake_defines()),
+            bdir,
+            opts.verbose,
+            what="the editable install",
+            prediction=step,
         )
         print(
-            f"release: editable install done ({bdir.name}). In this environment `import flash_attn` rebuilds what "
-            f"changed under src/; environment: {sys.prefix}",
+            f"release: editable install done ({bdir.name}), {estimate.compare(step, wall)}. In this environment "
+            f"`import flash_attn` rebuilds what changed under src/; environment: {sys.prefix}",
             flush=True,
         )
         return 0

@@ -73,7 +73,8 @@ def run_main(
         print(f"error: {e}", file=sys.stderr, flush=True)
         return e.exit_code
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted; no partial output was kept", file=sys.stderr, flush=True)
+        # Build folders keep their compiled objects (the build says so); outputs are renamed into place whole.
+        print(f"{prog}: interrupted; no partial artifact was written", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     except Terminated:
         print(f"{prog}: terminated (SIGTERM); compiles stopped, no partial output kept", file=sys.stderr, flush=True)

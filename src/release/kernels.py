@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _paths, build_key, builder, checksums, compile_cache, locks, options, outputs, pins, progress, toolchain
+from . import _paths, build_key, builder, checksums, compile_cache, estimate, locks, options, outputs, pins, progress, toolchain
 from .errors import ReleaseError, run_main
 
 MANIFEST_NAME = "kernels-manifest.json"
@@ -231,10 +231,14 @@ def kernels_build_dir(opts: options.BuildOptions, tc: toolchain.Toolchain, shard
     return opts.build_root / "-".join(parts)
 
 
-def build(opts: options.BuildOptions, tc: toolchain.Toolchain, shard: str = "", out: Path | None = None):
+def build(
+    opts: options.BuildOptions, tc: toolchain.Toolchain, shard: str = "", out: Path | None = None, prediction=None
+):
     """Compile the kernel set (or one shard) of `opts` and archive it; returns (archive, summary).
 
     The archive goes to `out` (default: the kernels build folder itself, ``<build>/archive``).
+    `prediction` (release.estimate.kernels_step) drives the ETA, goes into the summary, and the
+    measured speed is recorded for the next prediction (estimate.record).
     Raises ReleaseError when the configure or the build fails (with the log's tail).
     """
     bdir = kernels_build_dir(opts, tc, shard)
@@ -245,15 +249,17 @@ def build(opts: options.BuildOptions, tc: toolchain.Toolchain, shard: str = "", 
                  f"-DPython_EXECUTABLE={sys.executable}"]  # fmt: skip
     configure += [f"-D{k}={v}" for k, v in defines.items()]
     with locks.hold_build_folder(bdir):
-        return _build_locked(opts, tc, bdir, [configure, [cmake, "--build", str(bdir)]], out)
+        return _build_locked(opts, tc, bdir, [configure, [cmake, "--build", str(bdir)]], out, prediction)
 
 
-def _build_locked(opts, tc, bdir: Path, commands: list[list[str]], out: Path | None):
+def _build_locked(opts, tc, bdir: Path, commands: list[list[str]], out: Path | None, prediction=None):
     """The part of :func:`build` that runs while the build folder's lock is held."""
     started = time.monotonic()
     with compile_cache.session(opts.cache) as cache:
         _, log_before = builder.run_streamed(commands[0], bdir, opts.verbose, what="the kernels configure")
-        builder.run_streamed(commands[1], bdir, opts.verbose, what="the kernels build", append=True)
+        builder.run_streamed(
+            commands[1], bdir, opts.verbose, what="the kernels build", append=True, prediction=prediction
+        )
         cache_stats = cache.stats()
     # nvcc's --keep intermediates (cmake/FlashAttnKernels.cmake, flash_attn_deterministic_objects): tens of
     # MB per unit, needed by no later build; the folder itself stays (nvcc writes into it).
@@ -266,6 +272,9 @@ def _build_locked(opts, tc, bdir: Path, commands: list[list[str]], out: Path | N
     summary = progress.summary(entries, wall, progress.peak_child_rss_bytes(), {})
     if cache_stats:
         summary["compile_cache"] = cache_stats
+    if prediction is not None:
+        summary["predicted_seconds"] = round(prediction.wall_seconds, 1)
+        estimate.record(prediction, wall, summary)
     checksums.atomic_write_text(bdir / builder.SUMMARY_NAME, json.dumps(summary, indent=1) + "\n")
     progress.write_trace(bdir, entries)
     group_token = build_key.group_token(opts.group, opts.cuda_archs)
@@ -352,6 +361,21 @@ def gather(paths: list[Path], out: Path) -> Path:
     return _write_archive(Path(out), name, manifest, sources, inputs=[s.path for s in shards])
 
 
+def predict_shard(opts: options.BuildOptions, units: list, shard: str):
+    """Print and return the up-front prediction of a kernels build (its shard's units; the dispatch
+    compiles in the whole set and in shard 1)."""
+    index = 1
+    if shard:
+        index, count = _paths.kernel_set().parse_shard(shard)
+        units = _paths.kernel_set().split_shards(units, count)[index - 1]
+    step = estimate.kernels_step(units, estimate.sass_count(opts.group, opts.cuda_archs), index == 1, opts.jobs)
+    set_name = opts.kernel_set
+    estimate.render(
+        [step], lambda: estimate.cheaper_commands("kernels", opts.group, set_name, len(units), estimate.visible_sms())
+    )
+    return step
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m release.kernels", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -399,8 +423,10 @@ def main(argv: list[str] | None = None) -> int:
         opts.validate_toolchain(tc.cuda_version)
         out = ns.out.resolve() if ns.out else _paths.REPO_ROOT / "kernels"
         options.check_writable(out, "--out", "kernels output folder")  # before hours of compiling
-        archive, summary = build(opts, tc, shard, out)
+        prediction = predict_shard(opts, units, shard)
+        archive, summary = build(opts, tc, shard, out, prediction)
         progress.render_summary(summary, title=f"flash_attn kernels {opts.group} {set_name} {shard}")
+        print(f"release: {estimate.compare(prediction, summary['wall_seconds'])}", flush=True)
         print(f"release: wrote {archive}", flush=True)
         return 0
 

@@ -103,12 +103,19 @@ def unit_cpu_seconds(unit, sass: int, runner: Runner) -> float:
     return unit.seconds * sass * runner.speed_factor
 
 
+def finish_times(durations: list[float], slots: int) -> list[float]:
+    """Finish time of each of `durations` started in order, each on the first free of `slots` (Ninja's -j)."""
+    free = [0.0] * max(1, slots)
+    out = []
+    for d in durations:
+        out.append(free[0] + d)
+        heapq.heapreplace(free, out[-1])
+    return out
+
+
 def _list_schedule(durations: list[float], slots: int) -> float:
     """Makespan of `durations` started in order, each on the first free of `slots` (Ninja's -j)."""
-    free = [0.0] * max(1, slots)
-    for d in durations:
-        heapq.heapreplace(free, free[0] + d)
-    return max(free)
+    return max(finish_times(durations, slots), default=0.0)
 
 
 def compile_wall_seconds(
@@ -120,14 +127,36 @@ def compile_wall_seconds(
     list schedule (heaviest unit first, as the build orders them; else in the order given) and
     total CPU / the cores the jobs can keep busy.
     """
+    return compile_schedule(unit_cpu, other_cpu, runner, gencodes, heaviest_first)[0]
+
+
+def compile_schedule(
+    unit_cpu: list[float], other_cpu: list[float], runner: Runner, gencodes: int, heaviest_first: bool = True
+) -> tuple[float, list[float], list[float], int]:
+    """(wall seconds, finish second of each unit, of each other edge, nvcc --threads) of
+    :func:`compile_wall_seconds`'s model.
+
+    Finish times are in the order of `unit_cpu` / `other_cpu`, seconds from the build's start; when the
+    core bound (total CPU / usable cores) exceeds the list schedule, they are stretched by that ratio
+    so the last one ends at the predicted wall time. The live ETA (release.progress) compares them
+    with the times the units really finish.
+    """
     jobs = runner.jobs
     threads = max(1, min(gencodes, jobs // len(unit_cpu))) if unit_cpu else 1
-    ordered = sorted(unit_cpu, reverse=True) if heaviest_first else list(unit_cpu)
-    durations = [c / threads for c in ordered] + list(other_cpu)
+    order = sorted(range(len(unit_cpu)), key=lambda i: -unit_cpu[i]) if heaviest_first else range(len(unit_cpu))
+    order = list(order)
+    durations = [unit_cpu[i] / threads for i in order] + list(other_cpu)
     if not durations:
-        return 0.0
+        return 0.0, [], [], threads
     width = min(runner.cores, jobs * threads)
-    return max(_list_schedule(durations, jobs), (sum(unit_cpu) + sum(other_cpu)) / width)
+    finish = finish_times(durations, jobs)
+    schedule = max(finish)
+    wall = max(schedule, (sum(unit_cpu) + sum(other_cpu)) / width)
+    finish = [t * wall / schedule for t in finish] if schedule else finish
+    units = [0.0] * len(unit_cpu)
+    for k, i in enumerate(order):
+        units[i] = finish[k]
+    return wall, units, finish[len(order) :], threads
 
 
 def _units(kernel_set: str):
@@ -304,6 +333,11 @@ def calibration() -> list[dict]:
 
 def jobs_here() -> int:
     """FLASH_ATTN_JOBS for this machine by the plan's rule (Runner.jobs) from its cores and total memory."""
+    return Runner(os.cpu_count() or 1, total_memory_bytes() / 2**30, 1.0).jobs
+
+
+def total_memory_bytes() -> int:
+    """Physical memory of this machine in bytes (GlobalMemoryStatusEx on Windows, sysconf elsewhere)."""
     if os.name == "nt":
         import ctypes
 
@@ -318,7 +352,7 @@ def jobs_here() -> int:
         total = status.total
     else:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return Runner(os.cpu_count() or 1, total / 2**30, 1.0).jobs
+    return int(total)
 
 
 def format_text(p: dict) -> str:

@@ -70,6 +70,10 @@ class BuildProgress:
 
     units: list[str] = field(default_factory=list)  # unit names the build will compile (may be unknown)
     clock: object = time.monotonic
+    # release.estimate.Prediction of this build: the ETA follows its schedule (see eta()); None: no model
+    prediction: object = None
+    compiles_units: bool = True  # False for a binding/link build: no "kernel units" count in its status
+    unit_finished_at: dict = field(default_factory=dict)  # unit -> elapsed seconds when it finished
     edges_done: int = 0
     edges_total: int = 0
     units_done: list[str] = field(default_factory=list)
@@ -98,6 +102,8 @@ class BuildProgress:
         if unit:
             if unit not in self.units_done:
                 self.units_done.append(unit)
+            base = unit[: -len("_align")] if unit.endswith("_align") else unit
+            self.unit_finished_at[base] = self.elapsed()  # an _align companion: its unit ends with the later
         else:
             self.other_edges_done += 1
         return True
@@ -106,7 +112,17 @@ class BuildProgress:
         return self.clock() - self.started
 
     def eta(self) -> float | None:
-        """Seconds left, from the cost-weighted throughput so far; None before an edge finished."""
+        """Seconds left.
+
+        With a prediction (release.estimate) whose units all still lie ahead of Ninja (a build from
+        scratch): its schedule, corrected by the units finished so far (Prediction.eta), so the ETA
+        comes from the manifest's unit costs from the first second and moves while no edge
+        finishes. Otherwise (no prediction, or an incremental build compiling fewer units than
+        predicted): the cost-weighted throughput so far; None before an edge finished.
+        """
+        p = self.prediction
+        if p is not None and (not self.edges_total or self.edges_total >= len(p.unit_finish)):
+            return p.eta(self.elapsed(), self.unit_finished_at)
         done_cost = sum(unit_cost(u) for u in self.units_done) + OTHER_EDGE_COST * self.other_edges_done
         if done_cost == 0 or self.edges_total == 0:
             return None
@@ -128,11 +144,16 @@ class BuildProgress:
         units = f"{len(self.units_done)}/{self.units_total}" if self.units_total else f"{len(self.units_done)}"
         eta = self.eta()
         eta_text = "estimating" if eta is None else format_seconds(eta)
+        if self.prediction is not None:
+            eta_text += f" (predicted {format_seconds(self.prediction.wall_seconds)} in all)"
+            if eta == 0 and (self.edges_done < self.edges_total or not self.edges_total):  # running past it
+                eta_text = f"past the estimate (predicted {format_seconds(self.prediction.wall_seconds)} in all)"
         token = self.last.split(" ")[-1]
         done = unit_of(self.last) or (token.replace("\\", "/").rsplit("/", 1)[-1] if "/" in token else self.last[:60])
+        head = f"kernel units {units}, " if self.compiles_units else ""
         return (
-            f"kernel units {units}, edges {self.edges_done}/{self.edges_total}, elapsed "
-            f"{format_seconds(self.elapsed())}, ETA {eta_text} | {done}"
+            f"{head}edges {self.edges_done}/{self.edges_total}, elapsed "
+            f"{format_seconds(self.elapsed())}, ETA {eta_text}" + (f" | {done}" if self.last else "")
         )
 
 
@@ -329,6 +350,11 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
         ("kernel units compiled", str(s["units_compiled"]) + ("" if s["units_compiled"] else " (nothing to do)")),
         ("build steps run", str(s["edges_run"])),
         ("wall time", format_seconds(s["wall_seconds"])),
+        *(
+            [("predicted before the build (wall time)", format_seconds(s["predicted_seconds"]))]
+            if s.get("predicted_seconds") is not None
+            else []
+        ),
         ("unit compile time (sum)", format_seconds(s["unit_cpu_seconds"])),
         ("peak memory of one process", _mib(s["peak_rss_bytes"])),
     ]

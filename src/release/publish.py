@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import _paths, checksums, locks, outputs, smoke
+from . import _paths, checksums, index, locks, outputs, smoke
 from .errors import ReleaseError, run_main
 from .options import check_writable
 
@@ -179,6 +179,26 @@ def assemble(
     return out
 
 
+def write_index(release: Path, base_url: str | None, repo: str | None) -> Path | None:
+    """The release's package indexes (release.index) in ``<release>-index`` beside it; skipped, with a
+    line saying how to get them, when the wheels' download URL is unknown (no --index-base-url, --repo
+    or $GITHUB_REPOSITORY)."""
+    wheels = sorted(release.glob("flash_attn-*.whl"))
+    version = wheels[0].name.split("-")[1].split("+")[0]
+    if not (base_url or index.repo_of(repo)):
+        print(
+            "release: no package index written: pass --repo OWNER/NAME (the GitHub release of the wheels) or "
+            "--index-base-url URL",
+            flush=True,
+        )
+        return None
+    base = base_url or index.default_base_url(version, repo)
+    out = release.with_name(release.name + "-index")
+    index.write(wheels, out, base)
+    print(f"release: package indexes in {out} (wheels from {base})", flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m release.publish", description=__doc__.split("\n")[0])
     p.add_argument("--wheels", type=Path, action="append", help="wheel files or folders (default wheelhouse/)")
@@ -186,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="release folder to create (default dist/release-<version>)")
     p.add_argument("--allow-missing-reports", action="store_true", help="warn instead of failing (not for releases)")
     p.add_argument("--verify", type=Path, metavar="DIR", help="only verify an existing release folder")
+    p.add_argument("--index-base-url", help="package index: URL the wheels are downloaded from (release.index)")
+    p.add_argument("--repo", help="package index: OWNER/NAME of the GitHub release (default $GITHUB_REPOSITORY)")
     args = p.parse_args(argv)
 
     def body() -> int:
@@ -197,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"release: {out}")
         for line in (out / "SHA256SUMS").read_text(encoding="utf-8").splitlines():
             print(f"  {line}")
+        write_index(out, args.index_base_url, args.repo)
         return 0
 
     return run_main(body, prog="release.publish", argv=argv)

@@ -60,10 +60,10 @@ def check_contents(wheel: Path, group: str | None = None) -> tuple[tagging.Wheel
             f"{wheel.name} has version {facts.version} but its build info implies the label +{label}; "
             "re-tag it with release.tagging.retag"
         )
-    requirement = tagging.torch_requirement(info)
-    if requirement is not None and tagging.metadata_torch_requirements(wheel) != [requirement]:
+    requirement = tagging.torch_requirement(info)  # torch>=<min> (stable ABI) or torch==<its torch> (exact)
+    if tagging.metadata_torch_requirements(wheel) != [requirement]:
         raise ReleaseError(
-            f"{wheel.name} is a stable-ABI wheel but its METADATA does not require {requirement} (found "
+            f"{wheel.name}: its METADATA does not require {requirement} (found "
             f"{tagging.metadata_torch_requirements(wheel)}); re-tag it with release.tagging.retag"
         )
     return facts, info
@@ -75,13 +75,9 @@ def torch_fits(info: dict, found: str | None) -> bool:
     from packaging.specifiers import SpecifierSet
     from packaging.version import InvalidVersion, Version
 
-    from .toolchain import torch_public_version
-
     if not found:
         return False
     requirement = tagging.torch_requirement(info)
-    if requirement is None:
-        return torch_public_version(found) == torch_public_version(info["torch_version"])
     try:
         return SpecifierSet(requirement.removeprefix("torch")).contains(Version(found).public, prereleases=True)
     except InvalidVersion:

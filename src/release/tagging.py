@@ -12,9 +12,15 @@ A stable-ABI wheel (build info ``torch_abi: "stable"``) is labelled
 ``+cu<CUDA>torchstable<torch_min>.<group>`` instead (flash_attn/_label.py), and its ``METADATA``
 gets ``Requires-Dist: torch>=<torch_min>`` in place of pyproject.toml's plain ``torch``
 (:func:`set_torch_requirement`, before ``wheel pack`` writes the fresh RECORD), so pip and uv refuse
-or upgrade a torch below the minimum. An exact wheel keeps the plain ``torch``: a pin
-``torch==<its torch>`` would let pip replace the user's CUDA torch with PyPI's build of that version
-(CPU-only on Windows), where today ``import flash_attn`` names the torch to install instead.
+or upgrade a torch below the minimum. An exact wheel gets ``Requires-Dist: torch==<the torch it was
+built against>`` (public version, e.g. ``torch==2.14.1``): a plain ``torch`` made pip and uv pick
+the newest torch in an empty environment, which that wheel cannot load. PEP 440 ignores a
+candidate's local label for a specifier without one, so an installed ``2.14.1+cu130`` satisfies it
+and is kept; a different installed torch is replaced by that release (from the index the user
+installs from, PyPI's by default). ``METADATA`` also declares every file under
+``<dist-info>/licenses/`` with ``License-File`` (:func:`declare_license_files`): scikit-build-core
+declares pyproject.toml's ``license-files`` only, not upstream's ``LICENSE-flash-attention`` that
+CMakeLists.txt installs beside it.
 The tagged wheel appears in the output folder atomically (written to a temporary name in the
 same folder, then renamed).
 
@@ -133,13 +139,37 @@ def local_label(info: dict) -> str:
         raise ReleaseError(f"cannot compute the local version label from build info {info}: {e}") from None
 
 
-def torch_requirement(info: dict) -> str | None:
+def torch_requirement(info: dict) -> str:
     """The ``Requires-Dist`` torch requirement a wheel of this build info must carry: ``torch>=<torch_min>``
-    for a stable-ABI build, None for an exact one (flash_attn/_label.py). ReleaseError when unreadable."""
+    for a stable-ABI build (flash_attn/_label.py), ``torch==<torch_version without its local label>``
+    for an exact one. ReleaseError when unreadable."""
     try:
-        return _paths.label().torch_requirement(info)
+        stable = _paths.label().torch_requirement(info)
     except ValueError as e:
         raise ReleaseError(f"build info {info.get('group')!r}: {e}; rebuild the wheel") from None
+    if stable is not None:
+        return stable
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return f"torch=={Version(str(info['torch_version'])).public}"
+    except (KeyError, InvalidVersion) as e:
+        raise ReleaseError(f"build info {info.get('group')!r} has no usable torch_version ({e}); rebuild") from None
+
+
+def declare_license_files(metadata: str, files: list[str]) -> str:
+    """METADATA text with a ``License-File: <path>`` header for each of `files` (paths relative to
+    ``<dist-info>/licenses/``, PEP 639) it does not declare yet, after the last License-File header
+    (else after the others); the description body is kept byte for byte."""
+    head, sep, body = metadata.partition("\n\n")
+    if not sep and head.endswith("\n"):
+        head, body = head[:-1], "\n"
+    lines = head.split("\n")
+    declared = [i for i, line in enumerate(lines) if line.lower().startswith("license-file:")]
+    have = {lines[i].split(":", 1)[1].strip() for i in declared}
+    at = declared[-1] + 1 if declared else len(lines)
+    lines[at:at] = [f"License-File: {f}" for f in sorted(files) if f not in have]
+    return "\n".join(lines) + sep + body
 
 
 def _is_torch(line: str) -> bool:
@@ -233,10 +263,12 @@ def retag(wheel: Path, dest_dir: Path, label: str | None = None, python: str = s
         tmp = Path(tmp)
         _check_call([python, "-m", "wheel", "unpack", "-d", str(tmp / "unpacked"), str(wheel)])
         (root,) = list((tmp / "unpacked").iterdir())
-        if requirement is not None:  # stable ABI: torch>=<torch_min>, before pack writes the RECORD
-            (metadata,) = root.glob("*.dist-info/METADATA")
-            text = metadata.read_bytes().decode("utf-8")
-            metadata.write_bytes(set_torch_requirement(text, requirement).encode("utf-8"))
+        # METADATA before pack writes the RECORD: the torch requirement, and every license file declared
+        (metadata,) = root.glob("*.dist-info/METADATA")
+        licenses = metadata.parent / "licenses"
+        shipped = [p.relative_to(licenses).as_posix() for p in licenses.rglob("*") if p.is_file()]
+        text = set_torch_requirement(metadata.read_bytes().decode("utf-8"), requirement)
+        metadata.write_bytes(declare_license_files(text, shipped).encode("utf-8"))
         (tmp / "packed").mkdir()
         pack = [python, "-m", "wheel", "pack", "--local-version", label, "-d", str(tmp / "packed"), str(root)]
         _check_call(pack, env={**os.environ, "SOURCE_DATE_EPOCH": source_date_epoch()})
@@ -245,7 +277,7 @@ def retag(wheel: Path, dest_dir: Path, label: str | None = None, python: str = s
         expected = tagged_version(facts.version, label)
         if facts.version != expected:
             raise ReleaseError(f"re-tagged wheel {packed.name} has version {facts.version}, expected {expected}")
-        if requirement is not None and metadata_torch_requirements(packed) != [requirement]:
+        if metadata_torch_requirements(packed) != [requirement]:
             raise ReleaseError(f"re-tagged wheel {packed.name} does not require {requirement} in its METADATA")
         final = dest_dir / packed.name
         partial = dest_dir / f".{packed.name}.partial"

@@ -37,6 +37,7 @@ from . import (
     builder,
     checksums,
     compile_cache,
+    estimate,
     kernels,
     locks,
     options,
@@ -91,32 +92,44 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
     bdir = build_key.build_dir(
         opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
     )
+    steps = predict(opts, set_name, units)
     opts.build_root.mkdir(parents=True, exist_ok=True)
     kernels_summary = None
     if opts.kernels is None:
         # Kernels first, torch-free, in a build folder every torch's wheel shares (release.kernels).
-        archive, kernels_summary = kernels.build(opts, tc)
+        archive, kernels_summary = kernels.build(opts, tc, prediction=steps[0])
         print(f"release: kernels archive {archive}", flush=True)
         opts = dataclasses.replace(opts, kernels=archive)
     else:
         kernels.load(opts.kernels)  # a damaged or edited manifest is refused before anything builds
         print(f"release: linking the kernels archive {opts.kernels}; no kernel unit compiles", flush=True)
     with locks.hold_build_folder(bdir):
-        final, sidecar, result = _build_binding(opts, tc, bdir)
+        final, sidecar, result = _build_binding(opts, tc, bdir, steps[-1])
     if kernels_summary is not None:
         progress.render_summary(kernels_summary, title=f"flash_attn {opts.group} kernels ({opts.kernels.parent.name})")
     progress.render_summary(result.summary, title=f"flash_attn {opts.group} binding and link ({bdir.name})")
+    actual = result.summary["wall_seconds"] + (kernels_summary["wall_seconds"] if kernels_summary else 0.0)
+    print(f"release: compile steps {estimate.compare(estimate.total(steps), actual)}", flush=True)
     print(f"release: wrote {final}\nrelease: wrote {sidecar}", flush=True)
     return final
 
 
-def _build_binding(opts: options.BuildOptions, tc, bdir: Path) -> tuple[Path, Path, builder.BuildResult]:
-    """Steps 4 (binding and link) to 7 in the locked build folder `bdir`; returns (wheel, sidecar, result)."""
+def _build_binding(
+    opts: options.BuildOptions, tc, bdir: Path, prediction=None
+) -> tuple[Path, Path, builder.BuildResult]:
+    """Steps 4 (binding and link) to 7 in the locked build folder `bdir`; returns (wheel, sidecar, result).
+    `prediction` (release.estimate) of the binding and link drives the ETA."""
     staging = outputs.temp_dir(opts.build_root, ".staging-")
     try:
         with compile_cache.session(opts.cache) as cache:
             result = builder.run_build(
-                bdir, opts.cmake_defines(), staging / "raw", python=tc.python, verbose=opts.verbose, nvcc=tc.nvcc
+                bdir,
+                opts.cmake_defines(),
+                staging / "raw",
+                python=tc.python,
+                verbose=opts.verbose,
+                nvcc=tc.nvcc,
+                prediction=prediction,
             )
             stats = cache.stats()
         if stats:
@@ -135,6 +148,19 @@ def _build_binding(opts: options.BuildOptions, tc, bdir: Path) -> tuple[Path, Pa
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return final, sidecar, result
+
+
+def predict(opts: options.BuildOptions, set_name: str, units: list) -> list:
+    """Print and return the up-front prediction of a wheel build's steps (release.estimate): the
+    kernels build unless --kernels links an archive, then the binding and link."""
+    steps = [estimate.binding_step(opts.jobs)]
+    if opts.kernels is None:
+        sass = estimate.sass_count(opts.group, opts.cuda_archs)
+        steps.insert(0, estimate.kernels_step(units, sass, jobs=opts.jobs))
+    estimate.render(
+        steps, lambda: estimate.cheaper_commands("wheel", opts.group, set_name, len(units), estimate.visible_sms())
+    )
+    return steps
 
 
 def parser() -> argparse.ArgumentParser:

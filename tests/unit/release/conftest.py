@@ -23,7 +23,7 @@ def no_kernels_build(monkeypatch):
 
     calls = []
 
-    def fake_build(opts, tc, shard="", out=None):
+    def fake_build(opts, tc, shard="", out=None, prediction=None):
         calls.append((opts, shard))
         return Path("/nonexistent/kernels-fake/archive"), progress.summary([], 0.0)
 

@@ -35,7 +35,7 @@ def opts(tmp_path, **kw):
 def fake_build(monkeypatch):
     calls = []
 
-    def run_build(build_dir, defines, outdir, python=None, verbose=False, nvcc=None):
+    def run_build(build_dir, defines, outdir, python=None, verbose=False, nvcc=None, prediction=None):
         calls.append((Path(build_dir), defines))
         wheel = built(Path(outdir))
         return builder.BuildResult(wheel=wheel, summary=_summary(), log=Path(build_dir) / "log")
@@ -182,3 +182,15 @@ def test_build_command():
     assert cmd == ["py", "-m", "build", "--wheel", "--no-isolation", "--outdir", "/o", "-Cbuild-dir=/b/k",
                    "-Ccmake.define.FLASH_ATTN_ARCH_GROUP=legacy", "/src"]  # fmt: skip
     assert builder.build_env({})["NINJA_STATUS"] == "[%f/%t] "
+
+
+@pytest.mark.skipif(os.name == "nt", reason="uses a POSIX shell script as the fake interpreter")
+def test_a_kernels_link_counts_no_kernel_units(tmp_path, fake_python, monkeypatch, capsys):
+    # issue 28: a --kernels link (FLASH_ATTN_KERNELS) compiles no unit, yet its build folder lists the
+    # set's units (kernels/units.txt), and the progress said "kernel units 0/1" throughout.
+    monkeypatch.setenv("FAKE_WORK", "0")
+    defines = {"FLASH_ATTN_KERNELS": str(tmp_path / "archive")}
+    builder.run_build(tmp_path / "b", defines, tmp_path / "raw", python=fake_python)
+    out = capsys.readouterr().out
+    assert "[flash_attn] edges 3/3" in out
+    assert "kernel units" not in out

@@ -39,7 +39,7 @@ def fake_build(monkeypatch):
     """A build whose wheel's build info is `fields` (default: the stable ABI the session asked for)."""
     calls, fields = [], dict(STABLE)
 
-    def run_build(build_dir, defines, outdir, python=None, verbose=False, nvcc=None):
+    def run_build(build_dir, defines, outdir, python=None, verbose=False, nvcc=None, prediction=None):
         calls.append((Path(build_dir), defines))
         info = build_info("legacy", kernel_set="ci", **fields)
         wheel = make_wheel(Path(outdir), info=info, metadata_tail="Requires-Dist: torch\n")
@@ -91,7 +91,7 @@ def test_exact_session_accepts_an_older_build_info_without_the_fields(tmp_path, 
     _, fields = fake_build
     fields.clear()
     final = wheels.build_group(opts(tmp_path), probe=lambda: GOOD)
-    assert "torchstable" not in final.name and tagging.metadata_torch_requirements(final) == ["torch"]
+    assert "torchstable" not in final.name and tagging.metadata_torch_requirements(final) == ["torch==2.14.1"]
 
 
 def test_stable_build_against_a_torch_below_the_minimum_is_refused(tmp_path, fake_build):

@@ -10,7 +10,7 @@ import zipfile
 import pytest
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
-from release_fakes import VERSION, build_info, make_wheel
+from release_fakes import VERSION, build_info, make_wheel, stand_in_torch
 
 from release import tagging
 from release.errors import ReleaseError
@@ -182,9 +182,9 @@ def test_stable_wheel_requires_torch_from_its_minimum(tmp_path):
     assert tagging.metadata_torch_requirements(tagged) == ["torch>=2.11"]
     with zipfile.ZipFile(tagged) as zf:
         assert zf.read(f"{facts.dist_info}/METADATA").decode().endswith("\n\n# flash_attn\ntext\n")
-    # an exact wheel keeps pyproject.toml's plain torch
+    # an exact wheel requires the torch release it was built against (issue 29: a plain torch picked the newest)
     exact = tagging.retag(make_wheel(tmp_path / "raw2", metadata_tail="Requires-Dist: torch\n"), tmp_path / "out2")
-    assert tagging.metadata_torch_requirements(exact) == ["torch"]
+    assert tagging.metadata_torch_requirements(exact) == ["torch==2.14.1"]
 
 
 def test_resolvers_read_the_stable_requirement():
@@ -194,23 +194,9 @@ def test_resolvers_read_the_stable_requirement():
     assert requirement.name == "torch"
     for version, ok in (("2.10.0", False), ("2.11.0", True), ("2.14.1+cu130", True), ("2.15.0", True), ("3.1", True)):
         assert requirement.specifier.contains(version) is ok, version
-    assert tagging.torch_requirement(build_info()) is None
-
-
-def _stand_in_torch(folder, version):
-    """A tiny wheel named torch, standing in for the real one in a --no-index resolution."""
-    from wheel.wheelfile import WheelFile
-
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"torch-{version}-py3-none-any.whl"
-    with WheelFile(path, "w") as wf:
-        wf.writestr("torch_stand_in.py", "")
-        wf.writestr(f"torch-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
-        wf.writestr(
-            f"torch-{version}.dist-info/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        )
-    return path
+    exact = Requirement(tagging.torch_requirement(build_info()))  # built against 2.14.1+cu130
+    for version, ok in (("2.14.0", False), ("2.14.1", True), ("2.14.1+cu130", True), ("2.15.0", False)):
+        assert exact.specifier.contains(version) is ok, version
 
 
 def test_pip_resolves_the_stable_wheel_against_a_torch_index(tmp_path):
@@ -218,14 +204,14 @@ def test_pip_resolves_the_stable_wheel_against_a_torch_index(tmp_path):
     # Requires-Dist picks 2.15.0; with only 2.10.0 the resolution fails (nothing installs).
     raw = make_wheel(tmp_path / "raw", info=build_info(**STABLE), metadata_tail="Requires-Dist: torch\n")
     tagged = tagging.retag(raw, tmp_path / "index")
-    _stand_in_torch(tmp_path / "index", "2.10.0")
+    stand_in_torch(tmp_path / "index", "2.10.0")
     pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--disable-pip-version-check",
            "--ignore-installed", "--find-links", str(tmp_path / "index"), str(tagged)]  # fmt: skip
     # no pip configuration of this machine (find-links, constraints): only the folder is the index
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
     old_only = subprocess.run(pip, capture_output=True, text=True, cwd=tmp_path, env=env)
     assert old_only.returncode != 0 and "torch>=2.11" in old_only.stdout + old_only.stderr
-    _stand_in_torch(tmp_path / "index", "2.15.0")
+    stand_in_torch(tmp_path / "index", "2.15.0")
     proc = subprocess.run(pip, capture_output=True, text=True, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "torch-2.15.0" in proc.stdout and "torch-2.10.0" not in proc.stdout

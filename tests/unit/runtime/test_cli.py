@@ -109,3 +109,35 @@ def test_says_which_torch_abi_and_range_the_wheel_serves(legacy_info):
     assert "torch ABI     stable: serves torch >= 2.11 with CUDA 13.x" in text
     assert "torch_min" in text  # the build info rows list the new fields too
     assert _cli.collect(state("not_built"), gpus=[])["torch_range"] is None
+
+
+INSTALL = {"index_url": "https://example.org/fa/", "stable_torch_min": "2.11"}
+
+
+@pytest.mark.parametrize(
+    "torch_version, cuda, expected",
+    [
+        ("2.14.1+cu130", "13.0", "cu13/blackwell/stable"),  # torch >= the stable minimum: the stable index
+        ("2.10.0+cu130", "13.0", "cu13/blackwell/torch2.10.0"),  # older: that torch's exact wheel
+        ("2.14.1+cu132", "13.2", "cu13/blackwell/stable"),
+    ],
+)
+def test_a_wheel_that_cannot_run_here_prints_the_install_line(legacy_info, monkeypatch, torch_version, cuda, expected):
+    monkeypatch.setattr(_cli.torch, "__version__", torch_version)
+    monkeypatch.setattr(_cli.torch.version, "cuda", cuda)
+    info = dict(legacy_info, install=INSTALL)
+    report = _cli.collect(state(info=info), gpus=[(0, "NVIDIA GeForce RTX 5090", (12, 0))])
+    assert report["exit_code"] == _cli.EXIT_CANNOT_RUN
+    line = f"pip install flash-attn --index-url https://example.org/fa/{expected}/simple"
+    assert report["install"] == line
+    assert f"install the wheel for this GPU and torch: {line}" in _cli.render_plain(report)
+
+
+def test_no_install_line_when_it_runs_or_cannot_be_told(legacy_info, monkeypatch):
+    monkeypatch.setattr(_cli.torch.version, "cuda", "13.0")
+    info = dict(legacy_info, install=INSTALL)
+    assert _cli.collect(state(info=info), gpus=[(0, "NVIDIA H200", (9, 0))])["install"] is None  # it runs
+    old = _cli.collect(state(info=legacy_info), gpus=[(0, "RTX 5090", (12, 0))])  # built before "install"
+    assert old["exit_code"] == _cli.EXIT_CANNOT_RUN and old["install"] is None
+    turing = _cli.collect(state(info=info), gpus=[(0, "T4", (7, 5))])  # no group covers it
+    assert turing["install"] is None

@@ -4,7 +4,8 @@ The workflows cannot run here; these tests check what can be checked from the fi
 jobs (shards -> gather -> link -> assemble -> publish) read their job lists with fromJSON from the
 job that runs `nox -s matrix --stage ...`, every matrix field a job uses exists in its stage's
 entries, every action is pinned by a full commit SHA with a version comment, write permissions
-appear only on the job that publishes, and both linters report nothing.
+appear only on the job that publishes (and Pages rights on the job that deploys the package
+indexes), and both linters report nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ PINS = {
     "actions/download-artifact": ("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
     "actions/attest-build-provenance": ("a2bbfa25375fe432b6a289bc6b6cd05ecd0c4c32", "v4.1.0"),
     "mozilla-actions/sccache-action": ("9e7fa8a12102821edf02ca5dbea1acd0f89a2696", "v0.0.10"),
+    "actions/upload-pages-artifact": ("fc324d3547104276b827a68afc52ff2a11cc49c9", "v5.0.0"),
+    "actions/deploy-pages": ("cd2ce8fcbc39b97be8ca5fce6e763baed58fa128", "v5.0.0"),
 }
 USES_RE = re.compile(r"^\s*(?:-\s+)?uses:\s*(\S+?)@(\S+)(?:\s+#\s*(v\d+\.\d+\.\d+))?(?:\s+#.*)?\s*$")
 
@@ -70,7 +73,7 @@ def test_least_privilege_checkout_timeouts_and_concurrency(name, request):
         assert isinstance(job.get("timeout-minutes"), int), f"{name}.yml job {job_id} has no timeout-minutes"
         if (name, job_id) == ("release", "assemble"):  # reads another run's artifacts (from_run)
             assert job["permissions"] == {"contents": "read", "actions": "read"}
-        elif job_id != "publish":
+        elif job_id not in ("publish", "pages"):
             assert "permissions" not in job, f"{name}.yml job {job_id} must keep the read-only default"
     for job_id, step in steps(doc):
         if step.get("uses", "").startswith("actions/checkout@"):
@@ -84,6 +87,21 @@ def test_only_the_publish_job_can_write(release):
         "attestations": "write",
     }
     assert release["concurrency"]["cancel-in-progress"] is False, "never cancel a release half-way"
+
+
+def test_package_indexes_deploy_only_behind_the_publish_gate(release):
+    jobs = release["jobs"]
+    assert jobs["index"]["needs"] == ["matrix", "publish"] and jobs["pages"]["needs"] == ["matrix", "index"]
+    for job_id in ("index", "pages"):
+        assert jobs[job_id]["if"] == "needs.matrix.outputs.publish == 'true'", job_id
+    assert "permissions" not in jobs["index"]  # builds the site with read-only rights
+    assert jobs["pages"]["permissions"] == {"pages": "write", "id-token": "write"}
+    assert jobs["pages"]["environment"]["name"] == "github-pages"
+    assert [s.get("uses", "").split("@")[0] for s in jobs["pages"]["steps"]] == ["actions/deploy-pages"]
+    (write,) = [s for s in jobs["index"]["steps"] if "release.index" in s.get("run", "")]
+    assert '--pages-of "$REPO"' in write["run"] and "releases/download/$TAG/" in write["run"]
+    runs = "\n".join(s.get("run", "") for s in jobs["index"]["steps"])
+    assert "pip install" not in runs and "nox" not in runs  # the runner's python3, nothing installed
 
 
 def test_release_triggers(release):
