@@ -35,7 +35,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _paths, build_key, builder, checksums, compile_cache, estimate, locks, options, outputs, pins, progress, toolchain
+from . import (
+    _paths,
+    build_key,
+    builder,
+    checksums,
+    compile_cache,
+    estimate,
+    locks,
+    options,
+    outputs,
+    pins,
+    progress,
+    toolchain,
+)
 from .errors import ReleaseError, run_main
 
 MANIFEST_NAME = "kernels-manifest.json"
