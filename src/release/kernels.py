@@ -200,14 +200,14 @@ def build(opts: options.BuildOptions, tc: toolchain.Toolchain, shard: str = "", 
     Raises ReleaseError when the configure or the build fails (with the log's tail).
     """
     bdir = kernels_build_dir(opts, tc, shard)
-    defines = opts.cmake_defines()
-    defines.update({"FLASH_ATTN_KERNELS_ONLY": "ON", "FLASH_ATTN_KERNELS": "", "FLASH_ATTN_SHARD": shard})
     cmake = cmake_executable()
-    configure = [cmake, "-S", str(_paths.REPO_ROOT), "-B", str(bdir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                 f"-DPython_EXECUTABLE={sys.executable}"]  # fmt: skip
-    configure += [f"-D{k}={v}" for k, v in defines.items()]
     started = time.monotonic()
     with compile_cache.session(opts.cache) as cache:
+        defines = compile_cache.settle(opts, cache).cmake_defines()  # no launcher when sccache could not start
+        defines.update({"FLASH_ATTN_KERNELS_ONLY": "ON", "FLASH_ATTN_KERNELS": "", "FLASH_ATTN_SHARD": shard})
+        configure = [cmake, "-S", str(_paths.REPO_ROOT), "-B", str(bdir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                     f"-DPython_EXECUTABLE={sys.executable}"]  # fmt: skip
+        configure += [f"-D{k}={v}" for k, v in defines.items()]
         _, log_before = builder.run_streamed(configure, bdir, opts.verbose, what="the kernels configure")
         builder.run_streamed([cmake, "--build", str(bdir)], bdir, opts.verbose, what="the kernels build", append=True)
         cache_stats = cache.stats()

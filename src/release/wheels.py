@@ -84,8 +84,9 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=opts.build_root))
     try:
         with compile_cache.session(opts.cache) as cache:
+            defines = compile_cache.settle(opts, cache).cmake_defines()  # no launcher after a fallback
             result = builder.run_build(
-                bdir, opts.cmake_defines(), staging / "raw", python=tc.python, verbose=opts.verbose, nvcc=tc.nvcc
+                bdir, defines, staging / "raw", python=tc.python, verbose=opts.verbose, nvcc=tc.nvcc
             )
             stats = cache.stats()
         if stats:
