@@ -303,7 +303,8 @@ def plan(
     if over:
         raise PlanError(
             f"{over[0]['name']} is predicted at {over[0]['minutes']:g} minutes, within {MARGIN_PERCENT:g} % of the "
-            f"{LIMIT_MINUTES:g}-minute job limit (release_plan in build-manifest.json): shorten it or plan a larger runner"
+            f"{LIMIT_MINUTES:g}-minute job limit (release_plan in build-manifest.json): shorten it, or plan a larger "
+            "runner"
         )
     cpu_before = sum(sum(unit_cpu_seconds(u, sass_targets(e["group"]), runner) for u in units) for e in per_torch)
     before_jobs = [full_build_job_minutes(e["os"], e["group"], units, runner) for e in per_torch]

@@ -91,7 +91,6 @@ class Rehearsal:
         self.bin = root / "bin"
         self.runs: dict[str, dict] = {}  # run id -> {"sha", "tag", "event"}
         self.sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=repo).stdout.strip()
-        self.toolkit = _local_toolkit()
         self._stubs()
 
     # --- the machine the jobs run on -------------------------------------------------------------------------
@@ -115,7 +114,7 @@ class Rehearsal:
         shutil.rmtree(self.image, ignore_errors=True)
         tag = "cp" + python.replace(".", "")
         venv.EnvBuilder(system_site_packages=True, with_pip=False).create(self.image / "opt/python" / f"{tag}-{tag}")
-        minor, real, full = self.toolkit
+        minor, real, full = _local_toolkit()
         cuda = self.image / "usr/local" / f"cuda-{minor}"
         cuda.mkdir(parents=True)
         for entry in real.iterdir():
@@ -125,8 +124,7 @@ class Rehearsal:
         return {p: str(self.image) + p for p in IMAGE_PATHS}
 
     def _checkout(self) -> None:
-        """actions/checkout: a fresh copy of the checkout's files (tracked and untracked, not ignored)."""
-        shutil.rmtree(self.work, ignore_errors=True)
+        """actions/checkout: a copy of the checkout's files (tracked and untracked, not ignored)."""
         files = subprocess.run(
             ["git", "ls-files", "-co", "--exclude-standard", "-z"], capture_output=True, text=True, cwd=self.repo
         ).stdout.split("\0")
@@ -229,10 +227,9 @@ class Rehearsal:
 
     def _steps(self, job_id, name, job, ctx, env0, run_id, manifest):
         self.log(f"  job {name}")
-        self._checkout_pending = True
-        self.temp.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(self.temp)
-        self.temp.mkdir(parents=True)
+        for fresh in (self.work, self.temp):  # a new runner: empty workspace and temp folder
+            shutil.rmtree(fresh, ignore_errors=True)
+            fresh.mkdir(parents=True)
         container = gha.to_string(gha.interpolate(job.get("container", ""), ctx))
         path_map = self._fake_image(str(ctx.get("matrix", {}).get("python", "3.12"))) if container else {}
         job_env = env0 | {k: gha.to_string(gha.interpolate(v, ctx)) for k, v in (job.get("env") or {}).items()}
@@ -402,7 +399,7 @@ def _local_toolkit() -> tuple[str, Path, str]:
     return f"{m[1]}.{m[2]}", real, f"{m[1]}.{m[2]}.{m[3]}"
 
 
-def rehearsal_manifest(base: dict, toolkit: tuple[str, Path, str], torch: str, edits: dict) -> dict:
+def rehearsal_manifest(base: dict, toolkit: tuple[str, Path, str], edits: dict) -> dict:
     """build-manifest.json cut to what this machine can build: ubuntu-24.04 only, the legacy group with
     sm_80 only, CUDA = the local toolkit, torch table / torch_min / kernel sets from `edits`."""
     m = json.loads(json.dumps(base))
@@ -508,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         machine_torch = torch.__version__.split("+")[0]
         version = _paths.package_version().split("+")[0]
         reh = Rehearsal(root, load_workflow(args.workflow))
+        toolkit = _local_toolkit()
         problems = [f"windows (static): {w}" for w in windows_findings(reh.wf)]
         units = [u.strip() for u in args.units.split(",")]
         index = torch_index(root)
@@ -515,9 +513,9 @@ def main(argv: list[str] | None = None) -> int:
             edits = sc.manifest | {"torch_index": index, "sets": {"release": units, "ci": units[:1]}}
             edits["job_limit_minutes"] = 90
             path = root / f"manifest-{sc.name}.json"
-            path.write_text(json.dumps(rehearsal_manifest(manifest_mod.load(), reh.toolkit, machine_torch, edits)))
+            path.write_text(json.dumps(rehearsal_manifest(manifest_mod.load(), toolkit, edits)))
             edits["job_limit_minutes"] = _shard_limit(path)
-            path.write_text(json.dumps(rehearsal_manifest(manifest_mod.load(), reh.toolkit, machine_torch, edits)))
+            path.write_text(json.dumps(rehearsal_manifest(manifest_mod.load(), toolkit, edits)))
             if sc.from_run:
                 sc.inputs = sc.inputs | {"from_run": sc.from_run}
             print(f"release rehearsal: run {run_id} {sc.name} ({sc.event} {sc.ref} {sc.inputs})", flush=True)
