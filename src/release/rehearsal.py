@@ -270,7 +270,7 @@ class Rehearsal:
                     script = gha.interpolate(step["run"], sctx)
                     for old, new in path_map.items():
                         script = script.replace(old, new)
-                    outputs, new_env, new_path = self._bash(script, env, f"{job_id}-{i}")
+                    outputs, new_env, new_path = self._bash(script, env, re.sub(r"\W+", "_", f"{run_id}-{name}-{i}"))
                     added_env |= new_env
                     for p in new_path:
                         for old, new in path_map.items():
@@ -306,6 +306,9 @@ class Rehearsal:
             "FLASH_ATTN_MANIFEST": str(manifest),
             "PATH": os.pathsep.join([*added_path, str(self.bin), *_outer_path(env)]),
             "SCCACHE_DIR": str(self.root / "sccache"),
+            # Shard folders are named by kernel set and shard (kernels-legacy-ci-...-shard1of1): without
+            # a base directory no object of one run's shard would serve another's.
+            "SCCACHE_BASEDIRS": str(self.root / "work"),
             "SCCACHE_SERVER_PORT": SCCACHE_PORT,
         }
 

@@ -175,3 +175,27 @@ def test_assemble_downloads_unmerged_and_gates_the_names(release_yml):
     gate = [i for i, s in enumerate(steps) if "release.gates artifacts" in str(s.get("run", ""))]
     release = [i for i, s in enumerate(steps) if "nox -s release" in str(s.get("run", ""))]
     assert gate and release and gate[0] < release[0] and "--wheels wheels" in steps[release[0]]["run"]
+
+
+# 7. the kernels key survives a runner-image rollout in the middle of a release --------------------------
+
+
+def test_the_kernels_key_holds_the_host_compilers_major_version_and_no_path():
+    cmake = (ROOT / "cmake" / "FlashAttnKernels.cmake").read_text(encoding="utf-8")
+    (line,) = [x for x in cmake.splitlines() if x.strip().startswith("host_compiler ")]
+    assert "CMAKE_CUDA_HOST_COMPILER" not in line and "CMAKE_CXX_COMPILER_VERSION" not in line
+    assert line.split() == ["host_compiler", '"${CMAKE_CXX_COMPILER_ID}', '${host_major}"']
+
+
+# 11. CUDA 13.3's redistributable names CCCL "cccl" -------------------------------------------------------
+
+
+def test_windows_cuda_takes_cccl_under_its_new_name(tmp_path):
+    from test_workflow_scripts import COMPONENTS, run_windows_cuda_step
+
+    renamed = {("cccl" if k == "cuda_cccl" else k): v for k, v in COMPONENTS.items()}
+    proc, root = run_windows_cuda_step(tmp_path, renamed)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (root / "include/cccl/cuda/std/version").is_file() and "\ncccl " in proc.stdout
+    proc, _ = run_windows_cuda_step(tmp_path / "b", {k: v for k, v in COMPONENTS.items() if k != "cuda_cccl"})
+    assert proc.returncode != 0 and "no windows-x86_64 cuda_cccl or cccl" in proc.stderr
