@@ -264,7 +264,7 @@ def plan(
     if entries is None:
         entries = matrix.build_matrix(kernel_set=kernel_set, torch_abi=torch_abi)["include"]
     per_torch = [e for e in entries for _ in e.get("torches") or [e["torch"]]]
-    jobs: list[dict] = [_job("matrix", "matrix", GATHER_OS, 0, SETUP_MINUTES["matrix"][GATHER_OS], [], 0.0)]
+    jobs: list[dict] = [_job("matrix", "matrix", GATHER_OS, 0, SETUP_MINUTES["matrix"][GATHER_OS], [], DISK["tools"])]
     shards: dict[str, int] = {}
     cpu_after = 0.0
     for os_name, cuda, group in kernel_builds(entries):
