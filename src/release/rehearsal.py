@@ -29,7 +29,6 @@ details. Exit 0 when every run did what it must, 1 otherwise (the failing steps'
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import re
@@ -295,26 +294,6 @@ class Rehearsal:
             )
         return failures, steps_ctx
 
-    @functools.cached_property
-    def _basedirs(self) -> list[str]:
-        """The shard build folders the runs use: named by kernel set and shard (kernels-legacy-ci-cu130-
-        gcc12-shard1of1), so without them as sccache base directories (stripped from the preprocessed
-        source before hashing) no object of one run's shards would serve another's."""
-        from . import build_key, toolchain
-
-        cid, cversion, _ = toolchain.probe_compiler()
-        if not cid:
-            return [str(self.work)]
-        minor = _local_toolkit()[0]
-        compiler = build_key.compiler_token(cid, cversion)
-        names = [
-            f"kernels-legacy-{kset}-cu{build_key.cuda_digits(minor)}-{compiler}-shard{k}of{n}"
-            for kset in ("ci", "release")
-            for n in (1, 2)
-            for k in range(1, n + 1)
-        ]
-        return [str(self.work), *(str(self.temp / "b" / name) for name in names)]
-
     def _runner_env(self, run_id, manifest, added_path, env) -> dict[str, str]:
         """The runner's variables, the rehearsal's manifest, and sccache on a local folder."""
         return {
@@ -327,7 +306,6 @@ class Rehearsal:
             "FLASH_ATTN_MANIFEST": str(manifest),
             "PATH": os.pathsep.join([*added_path, str(self.bin), *_outer_path(env)]),
             "SCCACHE_DIR": str(self.root / "sccache"),
-            "SCCACHE_BASEDIRS": os.pathsep.join(self._basedirs),
             "SCCACHE_SERVER_PORT": SCCACHE_PORT,
         }
 
@@ -442,6 +420,10 @@ def rehearsal_manifest(base: dict, toolkit: tuple[str, Path, str], edits: dict) 
     m["stable_abi"]["torch_min"] = edits["torch_min"]
     m["kernels"]["sets"] |= {k: {"units": v, "about": "rehearsal"} for k, v in edits["sets"].items()}
     m["release_plan"]["job_limit_minutes"] = edits["job_limit_minutes"]
+    # The hosted runners' setup estimates mean nothing here; only the compile model sizes the shards.
+    m["release_plan"]["setup_minutes"] = {
+        kind: dict.fromkeys(v, 0) for kind, v in m["release_plan"]["setup_minutes"].items()
+    }
     return m
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from release import compile_cache, options
@@ -40,6 +42,10 @@ def test_the_launcher_is_passed_on_every_configure():
     assert off["CMAKE_CUDA_COMPILER_LAUNCHER"] == off["CMAKE_CXX_COMPILER_LAUNCHER"] == ""  # never left behind
 
 
+POSIX_ONLY = pytest.mark.skipif(os.name == "nt", reason="the fake sccache is a POSIX shell script: not on Windows")
+
+
+@POSIX_ONLY
 def test_an_sccache_that_cannot_start_falls_back_to_no_cache_with_a_warning(tmp_path, monkeypatch, capsys):
     """Finding 9 of issue 25: a storage sccache cannot reach (here: --zero-stats fails as sccache 0.16.0
     did with SCCACHE_GHA_VERSION set outside GitHub) stops nothing; the build drops the launcher."""
@@ -58,6 +64,7 @@ def test_an_sccache_that_cannot_start_falls_back_to_no_cache_with_a_warning(tmp_
     assert err.startswith("warning: sccache does not start") and "ghac not found" in err
 
 
+@POSIX_ONLY
 def test_a_working_sccache_keeps_the_launcher(tmp_path, monkeypatch):
     fake = tmp_path / "sccache"
     fake.write_text("#!/bin/sh\nexit 0\n")
