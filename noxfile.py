@@ -173,6 +173,13 @@ def release_plan(session: nox.Session) -> None:
     session.run(sys.executable, "-m", "release.plan", *session.posargs, env=ENV)  # stdlib only: no venv
 
 
+@nox.session(venv_params=SHARED)
+def release_rehearsal(session: nox.Session) -> None:
+    """Run release.yml's job chain on this machine: 3 runs, a 2-unit set for sm_80 (docs/ci.md; -- [--root DIR])."""
+    session.install(*[p for p in PINS["test"] if p.lower().startswith("pyyaml")])  # the workflow is YAML
+    session.run("python", "-m", "release.rehearsal", *session.posargs, env=ENV)
+
+
 @nox.session(venv_backend="none")
 def doc_tables(session: nox.Session) -> None:
     """Rewrite the docs' tables rendered from build-manifest.json (-- --check only checks)."""

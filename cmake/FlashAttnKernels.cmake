@@ -165,7 +165,7 @@ endfunction()
 #     OUT_UNITS <var>)
 #   The key of this configuration's kernel objects (flash_attn_kernel_key over the fields below)
 #   and the unit names of its kernel set (all of them, also in a shard build). Fields: the system,
-#   nvcc and host compiler (id, version, CMAKE_CUDA_HOST_COMPILER), every CUDA flag (CMAKE_CUDA_FLAGS
+#   nvcc (id, version) and the host compiler (id, major version), every CUDA flag (CMAKE_CUDA_FLAGS
 #   and those of the build type, the kernel flags, the fatbin compression), the per-source naming
 #   flags (object_naming: flash_attn_object_naming_flags for a placeholder unit), the C++ standard,
 #   the definitions (A-1 threshold, A-2, the namespace), the gencode targets, the kernel set and
@@ -201,11 +201,16 @@ function(flash_attn_kernel_key_of_this_build)
   flash_attn_object_naming_flags(SOURCE "${CMAKE_BINARY_DIR}/kernels/units/<unit>.cu" BASE "${CMAKE_BINARY_DIR}"
                                  COMPILER_ID "${CMAKE_CXX_COMPILER_ID}" OUT naming)
   string(REPLACE ";" " " naming "${naming}")
+  # The host compiler's id and MAJOR version only, no path: a runner-image rollout or a re-pushed image
+  # tag in the middle of a release moves MSVC's minor and build number, gcc's minor and patch and
+  # cl.exe's install path, none of which changes the ABI the shards' objects share (issue 25; the
+  # kernels manifest still records each shard's full compiler, release.kernels).
+  string(REGEX MATCH "^[0-9]+" host_major "${CMAKE_CXX_COMPILER_VERSION}")
   flash_attn_kernel_key(OUT_KEY key OUT_FIELDS fields FIELDS
     format 1
     system "${CMAKE_SYSTEM_NAME} ${CMAKE_SYSTEM_PROCESSOR}"
     cuda_compiler "${CMAKE_CUDA_COMPILER_ID} ${CMAKE_CUDA_COMPILER_VERSION}"
-    host_compiler "${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} ${CMAKE_CUDA_HOST_COMPILER}"
+    host_compiler "${CMAKE_CXX_COMPILER_ID} ${host_major}"
     cuda_flags "${CMAKE_CUDA_FLAGS} ${CMAKE_CUDA_FLAGS_${config}} ${arg_CUDA_FLAGS} ${FLASH_ATTN_FATBIN_FLAGS}"
     object_naming "${naming}"
     cxx_standard "${arg_STANDARD}"

@@ -8,21 +8,26 @@ cache. Where the cache lives is sccache's own configuration: a local folder by d
 ``SCCACHE_GHA_ENABLED=true`` (the release workflow), or any other backend sccache supports.
 
 :func:`session` zeroes the server's counters before a build and reads them after, so the build
-summary can print this build's hits and misses.
+summary can print this build's hits and misses. When the server cannot start or zero its counters
+(a storage it cannot reach), the build goes on without a cache after a warning (:func:`settle`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 
 from .errors import ReleaseError
 
 
 class _NoCache:
+    name = "none"
+
     def stats(self) -> dict | None:
         return None
 
@@ -30,20 +35,25 @@ class _NoCache:
 class _Sccache:
     """A running sccache server whose counters this build owns."""
 
+    name = "sccache"
+
     def __init__(self, exe: str):
         self.exe = exe
 
     def _run(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([self.exe, *args], capture_output=True, text=True, timeout=120)
 
-    def start(self) -> None:
+    def start(self) -> str:
+        """Start the server and zero its counters; "" when that worked, else what sccache said."""
         self._run("--start-server")  # exits non-zero when a server already runs: fine
-        proc = self._run("--zero-stats")
+        try:
+            proc = self._run("--zero-stats")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return str(e)
         if proc.returncode != 0:
-            raise ReleaseError(
-                f"sccache --zero-stats failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}\n"
-                "Check the cache configuration (SCCACHE_DIR, SCCACHE_GHA_ENABLED, ...), or build with --cache none."
-            )
+            lines = [x for x in proc.stderr.strip().splitlines() if x.strip() and not x.startswith(" ")]
+            return f"exit {proc.returncode}: {' / '.join(lines[:3])[-300:]}"
+        return ""
 
     def stats(self) -> dict | None:
         """{"hits", "misses", "requests", "not_cached"} of this build (None when sccache cannot say)."""
@@ -99,5 +109,21 @@ def session(cache: str) -> Iterator[_NoCache | _Sccache]:
             "build-manifest.json tool_pins), or build with --cache none."
         )
     tool = _Sccache(exe)
-    tool.start()
+    problem = tool.start()
+    if problem:
+        # A cache is an optimisation: a storage sccache cannot reach (an expired GitHub cache token, a
+        # full disk) must not stop a release build. settle() drops the launcher for this build.
+        print(
+            f"warning: sccache does not start ({problem}); building without a compile cache. Check the cache "
+            "configuration (SCCACHE_DIR, SCCACHE_GHA_ENABLED, ...) to get it back.",
+            file=sys.stderr,
+            flush=True,
+        )
+        yield _NoCache()
+        return
     yield tool
+
+
+def settle(opts, tool: _NoCache | _Sccache):
+    """`opts` (a BuildOptions) with the cache the session really has: ``none`` after a fallback."""
+    return opts if opts.cache == tool.name else dataclasses.replace(opts, cache=tool.name)

@@ -40,6 +40,9 @@ WANTED = (
     "cuda_profiler_api",
 )
 REQUIRED = frozenset({"cuda_nvcc", "cuda_cudart", "cuda_cccl"})
+# Components NVIDIA renamed: the first name the manifest lists is installed (CUDA 13.3's redistrib
+# lists CCCL as the standalone "cccl", earlier ones as "cuda_cccl"; docs/ci.md).
+RENAMED = {"cuda_cccl": ("cuda_cccl", "cccl")}
 RETRY_DELAYS = (10, 30, 90)  # seconds between the attempts of one download
 
 
@@ -65,12 +68,14 @@ def install(version: str, root: Path, base: str = NVIDIA_REDIST) -> list[str]:
     """
     manifest = json.loads(fetch(f"{base}redistrib_{version}.json", timeout=60))
     done = []
-    for name in WANTED:
+    for wanted in WANTED:
+        names = RENAMED.get(wanted, (wanted,))
+        name = next((n for n in names if "windows-x86_64" in manifest.get(n, {})), wanted)
         item = manifest.get(name, {}).get("windows-x86_64")
         if item is None:
-            if name in REQUIRED:
+            if wanted in REQUIRED:
                 raise ReleaseError(
-                    f"redistrib_{version}.json has no windows-x86_64 {name}; it lists {sorted(manifest)}"
+                    f"redistrib_{version}.json has no windows-x86_64 {' or '.join(names)}; it lists {sorted(manifest)}"
                 )
             print(f"{name}: not in redistrib_{version}.json, skipped")
             continue

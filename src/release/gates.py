@@ -14,6 +14,8 @@ first minute of a release). Each command exits 0 or prints what is wrong and wha
 - ``cuda``: the CUDA toolkit under ``--cuda-home`` is exactly the matrix's patch (version.json).
 - ``torch``: the torch that ``python`` imports is the matrix entry's version, CUDA build and C++
   ABI flag (``torch._C._GLIBCXX_USE_CXX11_ABI``), so a wheel name never disagrees with its build.
+- ``artifacts``: the downloaded ``wheel-*`` artifacts are exactly the matrix's, each with exactly its
+  wheel, .sha256 and build summary (nothing another step uploaded); copies them to one folder.
 - ``sums``: SHA256SUMS verifies and lists exactly the wheels of the matrix, every one and no other.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +194,54 @@ def check_sums(sums: Path, expected: list[str]) -> list[str]:
     return names
 
 
+ARTIFACT_PREFIX = "wheel-"  # release.yml's link jobs upload wheel-<entry name>
+
+
+def artifact_files(entry: dict) -> set[str]:
+    """The files a link job's artifact holds: the wheel, its .sha256 and the build summary."""
+    return {entry["wheel"], entry["wheel"] + ".sha256", f"build-summary-{entry['name']}.json"}
+
+
+def check_artifacts(folder: Path, matrix_doc: dict, out: Path) -> list[str]:
+    """Copy exactly the matrix's wheel artifacts from `folder` (download-artifact without merging) to `out`.
+
+    Several artifacts arrive as ``folder/<artifact>/``; download-artifact v5+ extracts a single one
+    straight into `folder` (docs/ci.md), which is accepted only when the matrix has one entry. Raises
+    ReleaseError for a missing artifact, an artifact no entry names (a step could upload one: the
+    sccache action exports the runtime token to later steps) or a file an artifact should not hold.
+    Returns the copied file names.
+    """
+    entries = {ARTIFACT_PREFIX + e["name"]: e for e in matrix_doc["include"]}
+    folder = Path(folder)
+    dirs = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    files = sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+    if files and not dirs and len(entries) == 1:
+        layout = {next(iter(entries)): folder}  # one artifact, extracted flat
+    elif files:
+        raise ReleaseError(f"{folder} holds files {files} beside artifact folders; expected one folder per artifact")
+    else:
+        layout = {d: folder / d for d in dirs}
+    problems = [
+        f"missing artifact {n} (its link job failed or did not upload)" for n in sorted(set(entries) - set(layout))
+    ]
+    problems += [f"artifact {n} is not one of the matrix's wheels" for n in sorted(set(layout) - set(entries))]
+    for name in sorted(set(layout) & set(entries)):
+        got = {p.name for p in layout[name].iterdir()}
+        want = artifact_files(entries[name])
+        if got != want:
+            problems.append(f"artifact {name} holds {sorted(got)}; expected {sorted(want)}")
+    if problems:
+        raise ReleaseError("the wheel artifacts are not the matrix's:\n  " + "\n  ".join(problems))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for name, entry in entries.items():
+        for f in sorted(artifact_files(entry)):
+            shutil.copy2(layout[name] / f, out / f)
+            copied.append(f)
+    return copied
+
+
 def _write_outputs(path: str | None, values: dict[str, str]) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as f:
@@ -234,6 +285,10 @@ def parser() -> argparse.ArgumentParser:
     to.add_argument("--torch", required=True)
     to.add_argument("--cuda", required=True, help="torch.version.cuda expected, e.g. 13.0")
     to.add_argument("--cxx11-abi", required=True, help="true or false")
+    ar = sub.add_parser("artifacts", help="the downloaded wheel artifacts are exactly the matrix's; copy them")
+    ar.add_argument("--dir", type=Path, required=True, help="download-artifact's path (not merged)")
+    ar.add_argument("--matrix", type=Path, required=True, help="the link matrix JSON of this run")
+    ar.add_argument("--out", type=Path, required=True, help="folder the wheels, .sha256 and summaries go to")
     su = sub.add_parser("sums", help="SHA256SUMS verifies and covers every wheel of the matrix")
     su.add_argument("--sums", type=Path, required=True)
     which = su.add_mutually_exclusive_group(required=True)
@@ -261,6 +316,9 @@ def run(args: argparse.Namespace) -> None:
         found = toolchain.probe_torch(args.python)
         check_torch(found, args.torch, args.cuda, _bool(args.cxx11_abi))
         _summary(f"release gate: torch {found['version']} (CUDA {found['cuda']}, cxx11 ABI {found['abi']})")
+    elif args.command == "artifacts":
+        copied = check_artifacts(args.dir, json.loads(args.matrix.read_text(encoding="utf-8")), args.out)
+        _summary(f"release gate: {len(copied)} files of the matrix's wheel artifacts in {args.out}")
     elif args.command == "sums":
         doc = matrix.build_matrix() if args.full_release else json.loads(args.matrix.read_text(encoding="utf-8"))
         expected = expected_wheels(doc)

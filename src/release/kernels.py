@@ -255,24 +255,25 @@ def build(
     Raises ReleaseError when the configure or the build fails (with the log's tail).
     """
     bdir = kernels_build_dir(opts, tc, shard)
-    defines = opts.cmake_defines()
-    defines.update({"FLASH_ATTN_KERNELS_ONLY": "ON", "FLASH_ATTN_KERNELS": "", "FLASH_ATTN_SHARD": shard})
     cmake = cmake_executable()
-    configure = [cmake, "-S", str(_paths.REPO_ROOT), "-B", str(bdir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                 f"-DPython_EXECUTABLE={sys.executable}"]  # fmt: skip
-    configure += [f"-D{k}={v}" for k, v in defines.items()]
     with locks.hold_build_folder(bdir):
-        return _build_locked(opts, tc, bdir, [configure, [cmake, "--build", str(bdir)]], out, prediction)
+        return _build_locked(opts, tc, bdir, cmake, shard, out, prediction)
 
 
-def _build_locked(opts, tc, bdir: Path, commands: list[list[str]], out: Path | None, prediction=None):
+def _build_locked(opts, tc, bdir: Path, cmake: str, shard: str, out: Path | None, prediction=None):
     """The part of :func:`build` that runs while the build folder's lock is held."""
     started = time.monotonic()
     with compile_cache.session(opts.cache) as cache:
-        _, log_before = builder.run_streamed(commands[0], bdir, opts.verbose, what="the kernels configure")
+        defines = compile_cache.settle(opts, cache).cmake_defines()  # no launcher when sccache could not start
+        defines.update({"FLASH_ATTN_KERNELS_ONLY": "ON", "FLASH_ATTN_KERNELS": "", "FLASH_ATTN_SHARD": shard})
+        configure = [cmake, "-S", str(_paths.REPO_ROOT), "-B", str(bdir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                     f"-DPython_EXECUTABLE={sys.executable}"]  # fmt: skip
+        configure += [f"-D{k}={v}" for k, v in defines.items()]
+        _, log_before = builder.run_streamed(configure, bdir, opts.verbose, what="the kernels configure")
         builder.run_streamed(
-            commands[1], bdir, opts.verbose, what="the kernels build", append=True, prediction=prediction
-        )
+            [cmake, "--build", str(bdir)], bdir, opts.verbose, what="the kernels build", append=True,
+            prediction=prediction,
+        )  # fmt: skip
         cache_stats = cache.stats()
     # nvcc's --keep intermediates (cmake/FlashAttnKernels.cmake, flash_attn_deterministic_objects): tens of
     # MB per unit, needed by no later build; the folder itself stays (nvcc writes into it).

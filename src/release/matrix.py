@@ -36,8 +36,9 @@ wheel and ``cu<XY>torchstable<torch_min>.<group>`` for a stable-ABI one (plus
 ``.<kernel set>`` for any set but ``release``), spelled by
 flash_attn/_label.py, the definition :func:`release.tagging.local_label` uses on a wheel's build
 info too. ``cxx11abi`` is what torch reports as ``torch._C._GLIBCXX_USE_CXX11_ABI``: true for the
-Linux builds of these torch versions (libstdc++ new ABI only since torch 2.7), false on Windows,
-where MSVC has no such ABI switch and torch defines the flag as False. The label's CUDA is the
+Linux builds of these torch versions (libstdc++ new ABI only since torch 2.7), and true on Windows
+too: MSVC has no such ABI switch, but torch reports the flag as set on every platform
+(``torch.compiled_with_cxx11_abi()`` is ``return True`` in torch 2.14.1). The label's CUDA is the
 toolkit's major and minor (nvcc's version in the build info), which the workflow matches to the
 torch build it installs.
 

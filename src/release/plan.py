@@ -25,7 +25,14 @@ The model (numbers and their sources: ``release_plan`` in build-manifest.json):
   ``flash_attn_compile_pool`` in cmake/FlashAttnKernelSet.cmake sets it;
 - a build's compile wall time = max(the list schedule of its edges, heaviest unit first as Ninja
   starts them, on ``jobs`` slots; total CPU-seconds / the cores those slots can use);
-- a job = the fixed ``setup_minutes`` of its kind and OS (estimates) + its compile wall time.
+- a job = the fixed ``setup_minutes`` of its kind and OS (estimates) + its compile wall time;
+- no job may be predicted above ``TARGET_MINUTES``: the limit less ``release_plan.margin_percent``
+  (10 %), since the runner's speed factor is assumed; N is chosen for that;
+- the wall time of a whole release at each of ``release_plan.concurrency`` (20, 60 concurrent jobs:
+  GitHub's Free and Team plans) is a list schedule of the job graph (:func:`wall_minutes`);
+- the peak disk of each job is the sum of the parts of ``release_plan.disk_gib`` it holds
+  (:func:`disk_gib`; each part's source, measured or estimated, is in ``disk_source``); jobs over a
+  runner's free disk are listed (``disk_over``) and printed, not refused: the image size is an estimate.
 
 ``calibration()`` compares the model with the builds of ``release_plan.checks`` (measured wall
 times), which ``nox -s release_plan`` prints with the error. Stdlib only, like release.matrix.
@@ -48,6 +55,10 @@ _MANIFEST = manifest.load()
 _PLAN = _MANIFEST["release_plan"]
 NVCC_MEMORY_GIB = float(_MANIFEST["build"]["nvcc_memory_gib"])
 LIMIT_MINUTES = float(_PLAN["job_limit_minutes"])
+MARGIN_PERCENT = float(_PLAN["margin_percent"])  # no job predicted within this much of the limit
+TARGET_MINUTES = LIMIT_MINUTES * (1 - MARGIN_PERCENT / 100)  # what every predicted job must stay under
+CONCURRENCY = tuple(int(c) for c in _PLAN["concurrency"])  # concurrent jobs of the GitHub plans the plan reports
+DISK = _PLAN["disk_gib"]
 SETUP_MINUTES = _PLAN["setup_minutes"]
 BINDING_SECONDS = float(_PLAN["binding_seconds"])  # the five binding sources, on a runner core
 DISPATCH_SECONDS = float(_PLAN["dispatch_seconds"])  # the dispatch, per SASS target, on a runner core
@@ -199,7 +210,8 @@ def full_build_job_minutes(os_name: str, group: str, units, runner: Runner) -> f
 
 
 def shard_count(os_name: str, group: str, kernel_set: str = "release", runner: Runner | None = None) -> int:
-    """The smallest N for which every shard job (kernel_set.split_shards) is predicted <= the job limit.
+    """The smallest N for which every shard job (kernel_set.split_shards) is predicted <= TARGET_MINUTES
+    (the job limit less ``release_plan.margin_percent``).
 
     Raises PlanError when even one unit per shard exceeds it (a unit alone is too slow for the runner).
     """
@@ -207,14 +219,55 @@ def shard_count(os_name: str, group: str, kernel_set: str = "release", runner: R
     ks = _paths.kernel_set()
     units = _units(kernel_set)
     for n in range(1, len(units) + 1):
-        if max(shard_job_minutes(os_name, group, s, runner) for s in ks.split_shards(units, n)) <= LIMIT_MINUTES:
+        if max(shard_job_minutes(os_name, group, s, runner) for s in ks.split_shards(units, n)) <= TARGET_MINUTES:
             return n
     worst = max(units, key=lambda u: u.seconds)
     raise PlanError(
         f"{worst.name} alone is predicted at {shard_job_minutes(os_name, group, [worst], runner):.0f} minutes on "
-        f"{os_name} ({runner.cores} cores, {runner.memory_gib:g} GiB), over the {LIMIT_MINUTES:g}-minute limit "
-        "(release_plan.job_limit_minutes): plan for a larger runner (--runner-cores, --runner-memory-gib)"
+        f"{os_name} ({runner.cores} cores, {runner.memory_gib:g} GiB), over {TARGET_MINUTES:g} minutes (the "
+        f"{LIMIT_MINUTES:g}-minute release_plan.job_limit_minutes less its {MARGIN_PERCENT:g} % margin): plan for a "
+        "larger runner (--runner-cores, --runner-memory-gib)"
     )
+
+
+def disk_gib(stage: str, os_name: str, group: str = "", units: int = 0, torches: int = 1) -> float:
+    """Predicted peak disk (GiB) of one job: the parts of ``release_plan.disk_gib`` it holds at once.
+
+    shard: image (Linux) or CUDA archives (Windows) + tools + its build folder (units x SASS targets);
+    link: the same base + one torch per torch it installs (a stable-ABI wheel's smoke test under the
+    newest torch installs a second) + the binding build; gather/assemble/publish: tools + archives.
+    """
+    base = DISK["image"].get(os_name, 0) + DISK["cuda_windows"].get(os_name, 0) + DISK["tools"]
+    if stage == "shard":
+        return base + units * sass_targets(group) * DISK["shard_build_per_unit_target"]
+    if stage == "link":
+        return base + torches * DISK["torch"] + DISK["link_build"]
+    return DISK["tools"] + units * sass_targets(group or GROUPS_FIRST) * DISK["archive_per_unit_target"]
+
+
+GROUPS_FIRST = "legacy"  # the arch group sized for jobs without one (matrix, assemble, publish)
+
+
+def wall_minutes(jobs: list[dict], slots: int) -> float:
+    """Predicted wall minutes of a release run whose jobs (``name``, ``minutes``, ``needs``) share
+    `slots` concurrent runners: each job starts when its needs are done and a runner is free, in the
+    order the jobs became ready (GitHub queues them first come, first served; a model, not measured)."""
+    order = {j["name"]: i for i, j in enumerate(jobs)}
+    done: dict[str, float] = {}
+    pending = list(jobs)
+    running: list[tuple[float, str]] = []
+    now = 0.0
+    while pending or running:
+        ready = [j for j in pending if all(n in done for n in j["needs"])]
+        ready.sort(key=lambda j: (max((done[n] for n in j["needs"]), default=0.0), order[j["name"]]))
+        for j in ready[: max(0, slots - len(running))]:
+            pending.remove(j)
+            heapq.heappush(running, (now + j["minutes"], j["name"]))
+        if not running:
+            raise PlanError(f"jobs wait on needs no job provides: {[j['name'] for j in pending]}")
+        now, name = heapq.heappop(running)
+        done[name] = now
+    return now
 
 
 def kernel_builds(entries: list[dict]) -> list[tuple[str, str, str]]:
@@ -240,42 +293,47 @@ def plan(
     if entries is None:
         entries = matrix.build_matrix(kernel_set=kernel_set, torch_abi=torch_abi)["include"]
     per_torch = [e for e in entries for _ in e.get("torches") or [e["torch"]]]
-    jobs: list[dict] = []
+    jobs: list[dict] = [_job("matrix", "matrix", GATHER_OS, 0, SETUP_MINUTES["matrix"][GATHER_OS], [], DISK["tools"])]
     shards: dict[str, int] = {}
     cpu_after = 0.0
     for os_name, cuda, group in kernel_builds(entries):
         bid = matrix.kernels_build(os_name, cuda, group)
         n = shard_count(os_name, group, kernel_set, runner)
         shards[bid] = n
+        names = []
         for k, part in enumerate(ks.split_shards(units, n), start=1):
+            names.append(f"kernels-{bid}-{k}of{n}")
+            minutes = shard_job_minutes(os_name, group, part, runner)
             jobs.append(
-                {
-                    "stage": "shard",
-                    "name": f"kernels-{bid}-{k}of{n}",
-                    "os": os_name,
-                    "units": len(part),
-                    "minutes": round(shard_job_minutes(os_name, group, part, runner), 1),
-                }
+                _job(
+                    "shard",
+                    names[-1],
+                    os_name,
+                    len(part),
+                    minutes,
+                    ["matrix"],
+                    disk_gib("shard", os_name, group, len(part)),
+                )
             )
-        jobs.append(
-            {
-                "stage": "gather",
-                "name": f"gather-{bid}",
-                "os": os_name,
-                "units": len(units),
-                "minutes": gather_job_minutes(),
-            }
-        )
+        disk = disk_gib("gather", os_name, group, len(units))
+        jobs.append(_job("gather", f"gather-{bid}", os_name, len(units), gather_job_minutes(), names, disk))
         cpu_after += sum(unit_cpu_seconds(u, sass_targets(group), runner) for u in units)
     for e in entries:
-        jobs.append(
-            {
-                "stage": "link",
-                "name": e["name"],
-                "os": e["os"],
-                "units": 0,
-                "minutes": round(link_job_minutes(e["os"], runner), 1),
-            }
+        gather = f"gather-{matrix.kernels_build(e['os'], e['cuda'], e['group'])}"
+        torches = 2 if e.get("torch_newest", e["torch"]) != e["torch"] else 1  # the newest-torch smoke test
+        disk = disk_gib("link", e["os"], e["group"], torches=torches)
+        jobs.append(_job("link", e["name"], e["os"], 0, link_job_minutes(e["os"], runner), [gather], disk))
+    links = [e["name"] for e in entries]
+    jobs.append(_job("assemble", "assemble", GATHER_OS, 0, SETUP_MINUTES["assemble"][GATHER_OS], links, DISK["tools"]))
+    jobs.append(
+        _job("publish", "publish", GATHER_OS, 0, SETUP_MINUTES["publish"][GATHER_OS], ["assemble"], DISK["tools"])
+    )
+    over = [j for j in jobs if j["minutes"] > TARGET_MINUTES]
+    if over:
+        raise PlanError(
+            f"{over[0]['name']} is predicted at {over[0]['minutes']:g} minutes, within {MARGIN_PERCENT:g} % of the "
+            f"{LIMIT_MINUTES:g}-minute job limit (release_plan in build-manifest.json): shorten it, or plan a larger "
+            "runner"
         )
     cpu_before = sum(sum(unit_cpu_seconds(u, sass_targets(e["group"]), runner) for u in units) for e in per_torch)
     before_jobs = [full_build_job_minutes(e["os"], e["group"], units, runner) for e in per_torch]
@@ -295,9 +353,26 @@ def plan(
         "job_minutes_before": round(max(before_jobs), 1),
         "runner_hours_before": round(sum(before_jobs) / 60, 1),
         "runner_hours_after": round(sum(j["minutes"] for j in jobs) / 60, 1),
+        "margin_percent": MARGIN_PERCENT,
+        "target_minutes": round(TARGET_MINUTES, 1),
+        "wall_minutes": {str(c): round(wall_minutes(jobs, c), 1) for c in CONCURRENCY},
+        "disk_free_gib": dict(DISK["free"]),
+        "disk_over": [j["name"] for j in jobs if j["disk_gib"] > DISK["free"].get(j["os"], math.inf)],
         "shards": shards,
         "jobs": jobs,
         "calibration": calibration(),
+    }
+
+
+def _job(stage: str, name: str, os_name: str, units: int, minutes: float, needs: list[str], disk: float) -> dict:
+    return {
+        "stage": stage,
+        "name": name,
+        "os": os_name,
+        "units": units,
+        "minutes": round(minutes, 1),
+        "needs": needs,
+        "disk_gib": round(disk, 1),
     }
 
 
@@ -365,12 +440,24 @@ def format_text(p: dict) -> str:
         "",
         "shards per (group, CUDA, OS): " + ", ".join(f"{b} {n}" for b, n in p["shards"].items()),
         "",
-        f"{'stage':<7} {'job':<44} {'units':>5} {'minutes':>8}",
+        f"{'stage':<8} {'job':<44} {'units':>5} {'minutes':>8} {'disk GiB':>9}",
     ]
-    lines += [f"{j['stage']:<7} {j['name']:<44} {j['units']:>5} {j['minutes']:>8.1f}" for j in p["jobs"]]
+    lines += [
+        f"{j['stage']:<8} {j['name']:<44} {j['units']:>5} {j['minutes']:>8.1f} {j['disk_gib']:>9.1f}" for j in p["jobs"]
+    ]
+    free = ", ".join(f"{os_name} {gib:g}" for os_name, gib in p["disk_free_gib"].items())
+    walls = "; ".join(f"{c} concurrent jobs: {m / 60:.1f} h ({m:.0f} min)" for c, m in p["wall_minutes"].items())
     lines += [
         "",
-        f"jobs: {len(p['jobs'])}; longest predicted {p['max_job_minutes']:.1f} min (limit {p['limit_minutes']:g})",
+        f"jobs: {len(p['jobs'])}; longest predicted {p['max_job_minutes']:.1f} min (limit {p['limit_minutes']:g}, "
+        f"margin {p['margin_percent']:g} %: every job <= {p['target_minutes']:g} min)",
+        f"wall time of a release: {walls}",
+        f"disk per job (peak, GiB; free on a runner: {free}): "
+        + (
+            f"OVER on {len(p['disk_over'])} jobs: {', '.join(p['disk_over'][:4])}"
+            if p["disk_over"]
+            else "every job fits"
+        ),
         f"link jobs: {p['link_jobs']} (one per wheel; a per-torch wheel for every torch would need "
         f"{p['link_jobs_per_torch']})",
         f"kernel CPU-hours of a release: before {p['cpu_hours_before']:.1f} ({p['builds_before']} full builds), "

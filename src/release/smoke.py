@@ -17,7 +17,8 @@ torch >= its ``torch_min`` (:func:`torch_fits`); when the venv's torch does not 
 torch is installed. ``--torch V`` installs torch ``V`` instead (a stable wheel under another torch
 of its range; a V outside the range is refused before anything is created).
 
-``python -m release.smoke WHEEL [--group G] [--no-deps] [--isolated] [--torch V]``. Before the wheel is
+``python -m release.smoke WHEEL [--group G] [--no-deps] [--isolated] [--torch V] [--torch-index URL]``
+(``--torch-index``: torch alone comes from there, as the release workflow's PyTorch index). Before the wheel is
 opened, the ``<wheel>.sha256`` beside it (when there is one) must verify, so a damaged copy is
 named as such. Exit status 1 when a check failed, 2 for bad input (a missing, truncated,
 damaged or foreign file, an LFS pointer, a wrong checksum), 130 when interrupted.
@@ -116,9 +117,10 @@ def _gpu_available(python: Path, cwd: Path) -> bool:
     return proc.returncode == 0 and proc.stdout.strip().endswith("1")
 
 
-def _match_torch(python: Path, info: dict, cwd: Path, want: str | None = None) -> None:
+def _match_torch(python: Path, info: dict, cwd: Path, want: str | None = None, index: str | None = None) -> None:
     """Install torch ``want`` into the venv when given and the venv sees another; without ``want``, install
-    the torch the wheel was built against when the one the venv sees does not fit it (:func:`torch_fits`)."""
+    the torch the wheel was built against when the one the venv sees does not fit it (:func:`torch_fits`).
+    ``index``: the index torch alone comes from (``pip install --index-url``, e.g. PyTorch's cu130 index)."""
     from .toolchain import torch_public_version
 
     query = "import torch; print(torch.__version__)"
@@ -131,9 +133,11 @@ def _match_torch(python: Path, info: dict, cwd: Path, want: str | None = None) -
     elif found and torch_public_version(found) == torch_public_version(want):
         return
     print(f"release: smoke venv has torch {found}; installing torch=={want}", flush=True)
-    pip = [*pip_command(python), "install", f"torch=={want}"]
+    pip = [*pip_command(python), "install", *(["--index-url", index] if index else []), f"torch=={want}"]
     if subprocess.run(pip, cwd=cwd, env=_clean_env()).returncode != 0:
-        raise ReleaseError(f"could not install torch=={want} into the smoke-test venv (set PIP_INDEX_URL for torch)")
+        raise ReleaseError(
+            f"could not install torch=={want} into the smoke-test venv; give the index it is on with --torch-index"
+        )
 
 
 def smoke_test(
@@ -143,6 +147,7 @@ def smoke_test(
     system_site_packages: bool = True,
     release_paths: Path | None = RELEASE_PATHS,
     torch: str | None = None,
+    torch_index: str | None = None,
 ) -> list[dict]:
     """Run every check; returns the check records, raises ReleaseError when one failed.
 
@@ -172,7 +177,7 @@ def smoke_test(
         if proc.returncode != 0:
             raise ReleaseError(f"pip install {wheel.name} failed in a fresh venv:\n{proc.stdout}{proc.stderr}")
         records.append({"check": "pip install into a fresh venv", "ok": True, "detail": str(tmp / "venv")})
-        _match_torch(py, info, work, torch)
+        _match_torch(py, info, work, torch, torch_index)
         proc = subprocess.run(
             [str(py), str(CHECK_SCRIPT), "--expect-version", facts.version, "--group", group],
             capture_output=True,
@@ -214,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-deps", dest="deps", action="store_false", help="pip install --no-deps (offline)")
     p.add_argument("--isolated", action="store_true", help="venv without system site-packages (downloads torch)")
     p.add_argument("--torch", help="torch release to test under (a stable-ABI wheel: any in its range)")
+    p.add_argument(
+        "--torch-index", help="index torch alone is installed from (PyTorch's cu1xx index); everything else: PyPI"
+    )
     args = p.parse_args(argv)
 
     def body() -> int:
@@ -222,7 +230,14 @@ def main(argv: list[str] | None = None) -> int:
                 raise ReleaseError(f"{wheel} is not a file; pass the path of a built .whl")
             checksums.verify_sidecar(wheel)
             print(f"release: smoke test of {wheel.name}", flush=True)
-            smoke_test(wheel, args.group, deps=args.deps, system_site_packages=not args.isolated, torch=args.torch)
+            smoke_test(
+                wheel,
+                args.group,
+                deps=args.deps,
+                system_site_packages=not args.isolated,
+                torch=args.torch,
+                torch_index=args.torch_index,
+            )
         return 0
 
     return run_main(body, prog="release.smoke", argv=argv)

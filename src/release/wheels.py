@@ -122,9 +122,10 @@ def _build_binding(
     staging = outputs.temp_dir(opts.build_root, ".staging-")
     try:
         with compile_cache.session(opts.cache) as cache:
+            defines = compile_cache.settle(opts, cache).cmake_defines()  # no launcher after a fallback
             result = builder.run_build(
                 bdir,
-                opts.cmake_defines(),
+                defines,
                 staging / "raw",
                 python=tc.python,
                 verbose=opts.verbose,

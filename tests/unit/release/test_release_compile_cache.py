@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from release import compile_cache, options
@@ -38,3 +40,36 @@ def test_the_launcher_is_passed_on_every_configure():
     off = options.BuildOptions(group="legacy").cmake_defines()
     assert on["CMAKE_CUDA_COMPILER_LAUNCHER"] == on["CMAKE_CXX_COMPILER_LAUNCHER"] == "sccache"
     assert off["CMAKE_CUDA_COMPILER_LAUNCHER"] == off["CMAKE_CXX_COMPILER_LAUNCHER"] == ""  # never left behind
+
+
+POSIX_ONLY = pytest.mark.skipif(os.name == "nt", reason="the fake sccache is a POSIX shell script: not on Windows")
+
+
+@POSIX_ONLY
+def test_an_sccache_that_cannot_start_falls_back_to_no_cache_with_a_warning(tmp_path, monkeypatch, capsys):
+    """Finding 9 of issue 25: a storage sccache cannot reach (here: --zero-stats fails as sccache 0.16.0
+    did with SCCACHE_GHA_VERSION set outside GitHub) stops nothing; the build drops the launcher."""
+    fake = tmp_path / "sccache"
+    fake.write_text(
+        "#!/bin/sh\n[ \"$1\" = --zero-stats ] && { echo 'cache url for ghac not found' >&2; exit 2; }\nexit 0\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(compile_cache.shutil, "which", lambda name: str(fake))
+    opts = options.BuildOptions(group="legacy", cache="sccache")
+    with compile_cache.session("sccache") as cache:
+        settled = compile_cache.settle(opts, cache)
+        assert cache.stats() is None
+    assert settled.cache == "none" and settled.cmake_defines()["CMAKE_CUDA_COMPILER_LAUNCHER"] == ""
+    err = capsys.readouterr().err
+    assert err.startswith("warning: sccache does not start") and "ghac not found" in err
+
+
+@POSIX_ONLY
+def test_a_working_sccache_keeps_the_launcher(tmp_path, monkeypatch):
+    fake = tmp_path / "sccache"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(compile_cache.shutil, "which", lambda name: str(fake))
+    opts = options.BuildOptions(group="legacy", cache="sccache")
+    with compile_cache.session("sccache") as cache:
+        assert compile_cache.settle(opts, cache) is opts

@@ -64,10 +64,10 @@ def test_the_pages_site_must_be_the_manifests(tmp_path, release, capsys):
 
 
 def test_default_base_url_is_the_github_release():
-    url = index.default_base_url("2.9.2.post1", env={"GITHUB_REPOSITORY": "someone/flash-attn-wheels"})
-    assert url == "https://github.com/someone/flash-attn-wheels/releases/download/v2.9.2.post1/"
+    url = index.default_base_url("2.8.3.post2", env={"GITHUB_REPOSITORY": "someone/flash-attn-wheels"})
+    assert url == "https://github.com/someone/flash-attn-wheels/releases/download/v2.8.3.post2-rev1/"
     with pytest.raises(ReleaseError, match="--repo OWNER/NAME"):
-        index.default_base_url("2.9.2.post1", env={})
+        index.default_base_url("2.8.3.post2", env={})
 
 
 def pip_install(tmp_path, simple, *extra):
@@ -87,7 +87,7 @@ def test_pip_installs_the_groups_wheel_from_the_index(release, tmp_path, group):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     show = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('flash-attn'))"],
                           capture_output=True, text=True, check=True)  # fmt: skip
-    assert show.stdout.strip() == f"2.9.2.post1+cu130torchstable2.11.{group}"
+    assert show.stdout.strip() == f"2.8.3.post2+cu130torchstable2.11.{group}.rev1"
 
 
 def test_pip_refuses_a_wheel_whose_hash_differs(release, tmp_path):
@@ -111,8 +111,8 @@ def test_release_session_writes_the_index_beside_the_release(release, tmp_path, 
                          "--reports", str(tmp_path / "none")])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     page = (tmp_path / "dist/release-x-index/cu13/legacy/torch2.14.1/simple/flash-attn/index.html").read_text()
-    url = "https://github.com/someone/wheels/releases/download/v2.9.2.post1/"
-    assert url + "flash_attn-2.9.2.post1%2Bcu130torch2.14.1" in page
+    url = "https://github.com/someone/wheels/releases/download/v2.8.3.post2-rev1/"
+    assert url + "flash_attn-2.8.3.post2%2Bcu130torch2.14.1" in page
 
 
 def test_readme_gives_the_install_line_of_every_released_group():

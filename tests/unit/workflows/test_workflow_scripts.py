@@ -107,7 +107,7 @@ def test_windows_cuda_step_refuses_a_corrupt_archive(tmp_path):
 
 def test_windows_cuda_step_needs_the_required_components_and_nvvm(tmp_path):
     proc, _ = run_windows_cuda_step(tmp_path, {k: v for k, v in COMPONENTS.items() if k != "cuda_cccl"})
-    assert proc.returncode != 0 and "no windows-x86_64 cuda_cccl" in proc.stderr
+    assert proc.returncode != 0 and "no windows-x86_64 cuda_cccl" in proc.stderr  # or its new name, cccl
     proc, _ = run_windows_cuda_step(tmp_path / "b", {k: v for k, v in COMPONENTS.items() if k != "libnvvm"})
     assert proc.returncode != 0 and "no nvvm/bin" in proc.stderr
 
