@@ -13,6 +13,8 @@ tools/device_session.sh does): a source checkout has no upstream modules built i
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -44,11 +46,15 @@ def models():
     torch.manual_seed(1234)
     built = {}
     for impl in ("sdpa", "flash_attention_2"):
-        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=impl)
+        # a config of its own per model: from_config records the implementation in the config it is
+        # given, and a shared one would switch the first model to the second's implementation (seen on
+        # the H200 with transformers 5.17: both models then ran flash_attention_2, logits bit-identical)
+        model = transformers.AutoModelForCausalLM.from_config(copy.deepcopy(config), attn_implementation=impl)
         if built:
             model.load_state_dict(built["sdpa"].state_dict())
         built[impl] = model.to("cuda", torch.float16).eval()
     assert built["flash_attention_2"].config._attn_implementation == "flash_attention_2"
+    assert built["sdpa"].config._attn_implementation == "sdpa"
     return built
 
 

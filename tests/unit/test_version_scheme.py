@@ -1,9 +1,8 @@
-"""The package version is upstream's, so consumers' version gates accept the wheel (README "Versions").
+"""This project's revision in the local label, and what pyproject.toml reads (README "Versions").
 
-The public version equals the pinned upstream release (build-manifest.json upstream.version), this
-project's revision is the ``rev<N>`` segment of the local label, and the gates written for the
-official wheel accept every label a build can produce. Also: the wheel's runtime dependencies are
-pyproject's torch plus what upstream's Python modules need (upstream_python.dependencies).
+The public version is upstream's (consumers' gates: tests/unit/runtime/test_version_gates.py);
+this project's revision is the ``rev<N>`` segment of the local label. The wheel's runtime
+dependencies are torch plus what upstream's Python modules need (upstream_python.dependencies).
 """
 
 from __future__ import annotations
@@ -12,10 +11,8 @@ import json
 import re
 from pathlib import Path
 
-import pytest
 import tomllib
 from packaging.requirements import Requirement
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from release import _paths
@@ -34,10 +31,6 @@ def _labels() -> list[str]:
     ]
 
 
-def test_package_version_is_the_pinned_upstream_release():
-    assert _paths.package_version() == MANIFEST["upstream"]["version"]
-
-
 def test_the_revision_is_a_label_segment_before_the_kernel_set():
     release, ci, stable = _labels()
     assert release == f"cu130torch2.14.1cxx11abitrue.legacy.rev{LABEL.REVISION}"
@@ -45,32 +38,6 @@ def test_the_revision_is_a_label_segment_before_the_kernel_set():
     assert stable == f"cu130torchstable2.11.legacy.rev{LABEL.REVISION}"
     # two revisions of this project on one upstream release are two distinct versions
     assert Version(f"2.8.3.post2+{release}") != Version(f"2.8.3.post2+{release.replace('rev1', 'rev2')}")
-
-
-@pytest.mark.parametrize("label", _labels())
-@pytest.mark.parametrize(
-    "spec",
-    [
-        # xformers (ops/fmha/flash.py): FLASH_VER_MIN = 2.7.1, FLASH_VER_LAST = 2.8.4, checked as
-        # FLASH_VER_MIN <= parse(flash_attn.__version__) <= FLASH_VER_LAST
-        ">=2.7.1,<=2.8.4",
-        # a pin of the upstream release the wheel replaces, and a range
-        "==2.8.3.post2",
-        ">=2.6",
-        "~=2.8.3",
-    ],
-)
-def test_consumer_gates_accept_every_label(label: str, spec: str):
-    version = Version(f"{_paths.package_version()}+{label}")
-    assert version in SpecifierSet(spec), f"{version} not in {spec}"
-    if spec == ">=2.7.1,<=2.8.4":  # xformers compares Version objects, local label included
-        assert Version("2.7.1") <= version <= Version("2.8.4")
-
-
-def test_a_pin_of_the_base_release_cannot_match_a_post_release():
-    """PEP 440: ==2.8.3 matches 2.8.3 and 2.8.3+local only, never 2.8.3.post2 (the README says so)."""
-    assert Version("2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1") not in SpecifierSet("==2.8.3")
-    assert Version("2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1") in SpecifierSet("==2.8.3.*")
 
 
 def test_runtime_dependencies_are_torch_plus_upstreams():
