@@ -69,7 +69,8 @@ def _reserved(q: Tensor, batch: int, generator: Any) -> Tensor:
     """Reserve one call's Philox range on ``generator`` (None: q's default CUDA generator) now."""
     if _rng.capturing():
         raise FlashAttnError(_CAPTURE_MESSAGE)
-    return _rng.rng_state(generator or _rng.generator_for(q.device), batch, q.shape[-2])
+    generator = _rng.generator_for(q.device) if generator is None else generator
+    return _rng.rng_state(generator, batch, q.shape[-2])
 
 
 def _rng_state(op: str, values: Mapping[str, Any], generator: Any) -> Tensor | None:
