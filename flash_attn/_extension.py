@@ -69,7 +69,8 @@ def _reserved(q: Tensor, batch: int, generator: Any) -> Tensor:
     """Reserve one call's Philox range on ``generator`` (None: q's default CUDA generator) now."""
     if _rng.capturing():
         raise FlashAttnError(_CAPTURE_MESSAGE)
-    return _rng.rng_state(generator or _rng.generator_for(q.device), batch, q.shape[-2])
+    generator = _rng.generator_for(q.device) if generator is None else generator
+    return _rng.rng_state(generator, batch, q.shape[-2])
 
 
 def _rng_state(op: str, values: Mapping[str, Any], generator: Any) -> Tensor | None:
@@ -134,26 +135,12 @@ def _by_schema_name(given: Mapping[str, Any], names: Mapping[str, str] = _SCHEMA
     return {names.get(name, name): value for name, value in given.items()}
 
 
-# The five functions below keep flash_api.cpp's parameters; each passes its own arguments on by name
-# (locals() at entry: exactly the parameters).
+# The five functions below keep flash_api.cpp's parameters (a few to a line: they mirror its prototypes);
+# each passes its own arguments on by name (locals() at entry: exactly the parameters).
 
 
-def fwd(
-    q,
-    k,
-    v,
-    out,
-    alibi_slopes,
-    p_dropout,
-    softmax_scale,
-    is_causal,
-    window_size_left,
-    window_size_right,
-    softcap,
-    return_softmax,
-    gen,
-    /,
-):
+def fwd(q, k, v, out, alibi_slopes, p_dropout, softmax_scale,
+        is_causal, window_size_left, window_size_right, softcap, return_softmax, gen, /):  # fmt: skip
     """Upstream ``flash_attn_2_cuda.fwd``: attention over a padded batch.
 
     Args: q ``(B, Sq, H, D)``, k/v ``(B, Sk, Hk, D)`` fp16/bf16 CUDA with ``D`` a multiple of 8 and
@@ -175,30 +162,9 @@ def fwd(
     return call("fwd", _by_schema_name(given), into=(out,), generator=gen)
 
 
-def varlen_fwd(
-    q,
-    k,
-    v,
-    out,
-    cu_seqlens_q,
-    cu_seqlens_k,
-    seqused_k,
-    leftpad_k,
-    block_table,
-    alibi_slopes,
-    max_seqlen_q,
-    max_seqlen_k,
-    p_dropout,
-    softmax_scale,
-    zero_tensors,
-    is_causal,
-    window_size_left,
-    window_size_right,
-    softcap,
-    return_softmax,
-    gen,
-    /,
-):
+def varlen_fwd(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, leftpad_k, block_table, alibi_slopes,
+               max_seqlen_q, max_seqlen_k, p_dropout, softmax_scale, zero_tensors,
+               is_causal, window_size_left, window_size_right, softcap, return_softmax, gen, /):  # fmt: skip
     """Upstream ``flash_attn_2_cuda.varlen_fwd``: attention over packed variable-length sequences.
 
     Args as :func:`fwd`, with q ``(Tq, H, D)``, k/v ``(Tk, Hk, D)`` (or a paged cache with
@@ -216,28 +182,8 @@ def varlen_fwd(
     return call("varlen_fwd", _by_schema_name(given), into=(out,), generator=gen)
 
 
-def bwd(
-    dout,
-    q,
-    k,
-    v,
-    out,
-    softmax_lse,
-    dq,
-    dk,
-    dv,
-    alibi_slopes,
-    p_dropout,
-    softmax_scale,
-    is_causal,
-    window_size_left,
-    window_size_right,
-    softcap,
-    deterministic,
-    gen,
-    rng_state,
-    /,
-):
+def bwd(dout, q, k, v, out, softmax_lse, dq, dk, dv, alibi_slopes, p_dropout, softmax_scale,
+        is_causal, window_size_left, window_size_right, softcap, deterministic, gen, rng_state, /):  # fmt: skip
     """Upstream ``flash_attn_2_cuda.bwd``: gradients of :func:`fwd`.
 
     Args: dout, out shaped like q; softmax_lse fp32 ``(B, H, Sq)`` of the forward; dq/dk/dv: None or
@@ -255,33 +201,10 @@ def bwd(
     return call("bwd", _by_schema_name(given), into=(dq, dk, dv), generator=gen)
 
 
-def varlen_bwd(
-    dout,
-    q,
-    k,
-    v,
-    out,
-    softmax_lse,
-    dq,
-    dk,
-    dv,
-    cu_seqlens_q,
-    cu_seqlens_k,
-    alibi_slopes,
-    max_seqlen_q,
-    max_seqlen_k,
-    p_dropout,
-    softmax_scale,
-    zero_tensors,
-    is_causal,
-    window_size_left,
-    window_size_right,
-    softcap,
-    deterministic,
-    gen,
-    rng_state,
-    /,
-):
+def varlen_bwd(dout, q, k, v, out, softmax_lse, dq, dk, dv,
+               cu_seqlens_q, cu_seqlens_k, alibi_slopes, max_seqlen_q, max_seqlen_k, p_dropout, softmax_scale,
+               zero_tensors, is_causal, window_size_left, window_size_right, softcap, deterministic,
+               gen, rng_state, /):  # fmt: skip
     """Upstream ``flash_attn_2_cuda.varlen_bwd``: gradients of :func:`varlen_fwd`.
 
     Args as :func:`bwd` and :func:`varlen_fwd`; softmax_lse fp32 ``(H, Tq)``.
@@ -296,29 +219,10 @@ def varlen_bwd(
     return call("varlen_bwd", _by_schema_name(given), into=(dq, dk, dv), generator=gen)
 
 
-def fwd_kvcache(
-    q,
-    kcache,
-    vcache,
-    k,
-    v,
-    seqlens_k,
-    rotary_cos,
-    rotary_sin,
-    cache_batch_idx,
-    leftpad_k,
-    block_table,
-    alibi_slopes,
-    out,
-    softmax_scale,
-    is_causal,
-    window_size_left,
-    window_size_right,
-    softcap,
-    is_rotary_interleaved,
-    num_splits,
-    /,
-):
+def fwd_kvcache(q, kcache, vcache, k, v, seqlens_k, rotary_cos, rotary_sin, cache_batch_idx, leftpad_k,
+                block_table, alibi_slopes, out,
+                softmax_scale, is_causal, window_size_left, window_size_right, softcap, is_rotary_interleaved,
+                num_splits, /):  # fmt: skip
     """Upstream ``flash_attn_2_cuda.fwd_kvcache``: attention against a KV cache, appending k/v in place.
 
     Args as :func:`flash_attn.flash_attn_with_kvcache` (q ``(B, Sq, H, D)``, D a multiple of 8),

@@ -27,9 +27,11 @@ Each calls the same operators, checks and dropout reservation as the public func
 """
 
 # No `from __future__ import annotations`: torch.library.custom_op reads the annotations as
-# objects, and consumers compare getfullargspec (annotations included) with upstream's.
+# objects, and consumers compare getfullargspec (annotations included) with upstream's, whose
+# objects are typing's Optional and Tuple (hence the ruff exemptions UP006/UP035/UP045).
+# ruff: noqa: UP006, UP035, UP045
 import inspect
-from typing import Any, Optional, Tuple  # noqa: UP035  # upstream's annotation objects, see above
+from typing import Any, Optional, Tuple
 
 import torch
 
@@ -124,18 +126,10 @@ def _register_fake(function: Any, op: str, pick: Any) -> None:
 
 @torch.library.custom_op("flash_attn::_flash_attn_forward", mutates_args=())
 def _flash_attn_forward(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    dropout_p: float,
-    softmax_scale: float,
-    causal: bool,
-    window_size_left: int,
-    window_size_right: int,
-    softcap: float,
-    alibi_slopes: Optional[torch.Tensor],  # noqa: UP045  # upstream's annotation
-    return_softmax: bool,
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # noqa: UP006
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    dropout_p: float, softmax_scale: float, causal: bool, window_size_left: int, window_size_right: int,
+    softcap: float, alibi_slopes: Optional[torch.Tensor], return_softmax: bool,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """Upstream's private forward over a padded batch: q ``(B, Sq, H, D)``, k/v ``(B, Sk, Hk, D)`` fp16/bf16
     CUDA, ``D`` a multiple of 8 and <= 256 (no padding here), options as :func:`flash_attn.flash_attn_func`
     (``window_size`` split in two, ``softmax_scale`` required, ``return_softmax`` needs dropout).
@@ -145,26 +139,13 @@ def _flash_attn_forward(
 
 @torch.library.custom_op("flash_attn::_flash_attn_varlen_forward", mutates_args=())
 def _flash_attn_varlen_forward(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_seqlens_q: torch.Tensor,
-    cu_seqlens_k: torch.Tensor,
-    max_seqlen_q: int,
-    max_seqlen_k: int,
-    dropout_p: float,
-    softmax_scale: float,
-    causal: bool,
-    window_size_left: int = -1,
-    window_size_right: int = -1,
-    softcap: float = 0.0,
-    alibi_slopes: Optional[torch.Tensor] = None,  # noqa: UP045
-    return_softmax: bool = False,
-    block_table: Optional[torch.Tensor] = None,  # noqa: UP045
-    leftpad_k: Optional[torch.Tensor] = None,  # noqa: UP045
-    seqused_k: Optional[torch.Tensor] = None,  # noqa: UP045
-    zero_tensors: bool = False,
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # noqa: UP006
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int, max_seqlen_k: int, dropout_p: float, softmax_scale: float, causal: bool,
+    window_size_left: int = -1, window_size_right: int = -1, softcap: float = 0.0,
+    alibi_slopes: Optional[torch.Tensor] = None, return_softmax: bool = False,
+    block_table: Optional[torch.Tensor] = None, leftpad_k: Optional[torch.Tensor] = None,
+    seqused_k: Optional[torch.Tensor] = None, zero_tensors: bool = False,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """Upstream's private forward over packed variable-length sequences: q ``(Tq, H, D)``, k/v ``(Tk, Hk, D)``
     (or a paged cache with ``block_table``), cu_seqlens int32 ``(B + 1,)``, max_seqlen ints (tokens),
     leftpad_k/seqused_k None or int32 ``(B,)``, other options as :func:`flash_attn.flash_attn_varlen_func`.
@@ -174,25 +155,11 @@ def _flash_attn_varlen_forward(
 
 @torch.library.custom_op("flash_attn::_flash_attn_backward", mutates_args=_GRADIENTS)
 def _flash_attn_backward(
-    dout: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    softmax_lse: torch.Tensor,
-    dq: Optional[torch.Tensor],  # noqa: UP045
-    dk: Optional[torch.Tensor],  # noqa: UP045
-    dv: Optional[torch.Tensor],  # noqa: UP045
-    dropout_p: float,
-    softmax_scale: float,
-    causal: bool,
-    window_size_left: int,
-    window_size_right: int,
-    softcap: float,
-    alibi_slopes: Optional[torch.Tensor],  # noqa: UP045
-    deterministic: bool,
-    rng_state: Optional[torch.Tensor] = None,  # noqa: UP045
-) -> torch.Tensor:
+    dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, softmax_lse: torch.Tensor,
+    dq: Optional[torch.Tensor], dk: Optional[torch.Tensor], dv: Optional[torch.Tensor],
+    dropout_p: float, softmax_scale: float, causal: bool, window_size_left: int, window_size_right: int,
+    softcap: float, alibi_slopes: Optional[torch.Tensor], deterministic: bool, rng_state: Optional[torch.Tensor] = None,
+) -> torch.Tensor:  # fmt: skip
     """Upstream's private backward of :func:`_flash_attn_forward`: writes the gradients into ``dq``, ``dk``,
     ``dv`` (None: not returned) and returns softmax_d fp32 ``(B, H, round_multiple(Sq, 128))``. ``rng_state``:
     the forward's. Raises the errors of :func:`flash_attn.flash_attn_func`."""
@@ -201,30 +168,13 @@ def _flash_attn_backward(
 
 @torch.library.custom_op("flash_attn::_flash_attn_varlen_backward", mutates_args=_GRADIENTS)
 def _flash_attn_varlen_backward(
-    dout: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    softmax_lse: torch.Tensor,
-    dq: Optional[torch.Tensor],  # noqa: UP045
-    dk: Optional[torch.Tensor],  # noqa: UP045
-    dv: Optional[torch.Tensor],  # noqa: UP045
-    cu_seqlens_q: torch.Tensor,
-    cu_seqlens_k: torch.Tensor,
-    max_seqlen_q: int,
-    max_seqlen_k: int,
-    dropout_p: float,
-    softmax_scale: float,
-    causal: bool,
-    window_size_left: int,
-    window_size_right: int,
-    softcap: float,
-    alibi_slopes: Optional[torch.Tensor],  # noqa: UP045
-    deterministic: bool,
-    rng_state: Optional[torch.Tensor] = None,  # noqa: UP045
-    zero_tensors: bool = False,
-) -> torch.Tensor:
+    dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, softmax_lse: torch.Tensor,
+    dq: Optional[torch.Tensor], dk: Optional[torch.Tensor], dv: Optional[torch.Tensor],
+    cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
+    dropout_p: float, softmax_scale: float, causal: bool, window_size_left: int, window_size_right: int,
+    softcap: float, alibi_slopes: Optional[torch.Tensor], deterministic: bool,
+    rng_state: Optional[torch.Tensor] = None, zero_tensors: bool = False,
+) -> torch.Tensor:  # fmt: skip
     """Upstream's private backward of :func:`_flash_attn_varlen_forward`: writes ``dq``, ``dk``, ``dv`` and
     returns softmax_d fp32 ``(H, Tq + 128 * B)``. Raises the errors of :func:`flash_attn.flash_attn_varlen_func`."""
     return _run("varlen_bwd", locals())[3]

@@ -112,6 +112,9 @@ def rand(*shape, dtype=torch.float16):
     return torch.randn(*shape).to(dtype)
 
 
+FULL = (-1, -1, 0.0)  # window_size_left, window_size_right, softcap: no window, no soft-capping
+
+
 def test_private_forward_and_backward_by_keyword_write_into_views(emulated):
     b, s, h, d = 2, 24, 4, 64
     qkv = rand(b, s, 3, h, d).requires_grad_()
@@ -126,19 +129,9 @@ def test_private_forward_and_backward_by_keyword_write_into_views(emulated):
     dout = rand(b, s, h, d)
     public.backward(dout)
     buffer = torch.full((b, s, 3, h, d), 7.0, dtype=torch.float16)  # one buffer, three strided views
+    views = buffer.unbind(2)
     softmax_d = interface._flash_attn_backward(
-        dout,
-        q,
-        k,
-        v,
-        out,
-        lse,
-        buffer[:, :, 0],
-        buffer[:, :, 1],
-        buffer[:, :, 2],
-        alibi_slopes=None,
-        deterministic=False,
-        **options,
+        dout, q, k, v, out, lse, *views, alibi_slopes=None, deterministic=False, **options
     )
     torch.testing.assert_close(buffer, qkv.grad)
     assert softmax_d.shape == (b, h, 128) and softmax_d.dtype == torch.float32
@@ -206,26 +199,10 @@ def test_extension_writes_out_and_gradients_in_place(emulated):
     assert isinstance(result, list) and len(result) == 4 and result[0] is out
     torch.testing.assert_close(out, flash_attn.flash_attn_func(q, k, v))
     grads = torch.zeros(2, 16, 3, 4, 64, dtype=torch.float16)
+    dout, lse, rng_state = rand(2, 16, 4, 64), result[1], result[3]
+    views = grads.unbind(2)
     dq, dk, dv, _ = flash_attn_2_cuda.bwd(
-        rand(2, 16, 4, 64),
-        q,
-        k,
-        v,
-        out,
-        result[1],
-        grads[:, :, 0],
-        grads[:, :, 1],
-        grads[:, :, 2],
-        None,
-        0.0,
-        0.125,
-        False,
-        -1,
-        -1,
-        0.0,
-        False,
-        None,
-        result[3],
+        dout, q, k, v, out, lse, *views, None, 0.0, 0.125, False, *FULL, False, None, rng_state
     )
     assert dq.data_ptr() == grads.data_ptr() and grads.abs().sum() > 0
     with pytest.raises(TypeError):
@@ -243,56 +220,13 @@ def test_extension_varlen_functions_in_place(emulated):
     torch.testing.assert_close(buffer[1], flash_attn.flash_attn_varlen_func(q, k, v, cu, cu, 11, 11, 0.0, 0.125, True))
     grads = torch.zeros(16, 3, 4, 64, dtype=torch.float16)
     dout = rand(16, 4, 64)
+    out, lse, _, rng_state = result
+    tensors = (dout, q, k, v, out, lse)
     flash_attn_2_cuda.varlen_bwd(
-        dout,
-        q,
-        k,
-        v,
-        result[0],
-        result[1],
-        grads[:, 0],
-        grads[:, 1],
-        grads[:, 2],
-        cu,
-        cu,
-        None,
-        11,
-        11,
-        0.0,
-        0.125,
-        False,
-        True,
-        -1,
-        -1,
-        0.0,
-        False,
-        None,
-        result[3],
+        *tensors, *grads.unbind(1), cu, cu, None, 11, 11, 0.0, 0.125, False, True, *FULL, False, None, rng_state
     )
     want = torch.zeros(3, 16, 4, 64, dtype=torch.float16)
-    interface._flash_attn_varlen_backward(
-        dout,
-        q,
-        k,
-        v,
-        result[0],
-        result[1],
-        want[0],
-        want[1],
-        want[2],
-        cu,
-        cu,
-        11,
-        11,
-        0.0,
-        0.125,
-        True,
-        -1,
-        -1,
-        0.0,
-        None,
-        False,
-    )
+    interface._flash_attn_varlen_backward(*tensors, *want, cu, cu, 11, 11, 0.0, 0.125, True, *FULL, None, False)
     torch.testing.assert_close(grads, want.transpose(0, 1))
 
 
@@ -360,25 +294,9 @@ def test_fakes_trace_without_running_kernels():
         assert out.shape == q.shape and lse.shape == (2, 4, 100) and s_dmask.shape == (2, 4, 128, 128)
         assert rng.shape == (2,)
         buffer = torch.empty(2, 100, 3, 4, 64, dtype=torch.float16)
+        views = buffer.unbind(2)
         softmax_d = interface._wrapped_flash_attn_backward(
-            q,
-            q,
-            k,
-            v,
-            out,
-            lse,
-            buffer[:, :, 0],
-            buffer[:, :, 1],
-            buffer[:, :, 2],
-            0.1,
-            0.125,
-            True,
-            -1,
-            -1,
-            0.0,
-            None,
-            False,
-            rng,
+            q, q, k, v, out, lse, *views, 0.1, 0.125, True, *FULL, None, False, rng
         )
         assert softmax_d.shape == (2, 4, 128)
         cu = torch.empty(4, dtype=torch.int32)
@@ -398,9 +316,7 @@ def test_compiled_consumer_step_matches_eager(emulated):
     def step(q, k, v, dout):
         out, lse, _, rng = interface._flash_attn_forward(q, k, v, 0.0, 0.125, True, -1, -1, 0.0, None, False)
         grads = torch.zeros((3, *q.shape), dtype=q.dtype)
-        interface._flash_attn_backward(
-            dout, q, k, v, out, lse, grads[0], grads[1], grads[2], 0.0, 0.125, True, -1, -1, 0.0, None, False, rng
-        )
+        interface._flash_attn_backward(dout, q, k, v, out, lse, *grads, 0.0, 0.125, True, *FULL, None, False, rng)
         return out, grads
 
     inputs = [rand(2, 16, 4, 64) for _ in range(4)]
