@@ -225,6 +225,18 @@ link_both() {  # phase: the exact and the stable-ABI wheel linked from $HOST_ROO
   done
 }
 
+built_and_linked() {  # phase: the dev kernels compiled once (detached: host_build), both wheels linked
+  # from them (link_both); the phase's earlier results are dropped when the wheels changed
+  HOST_ROOT=$W/host_root
+  [ -f "$W/hostbuild.done" ] || background hostbuild host_build
+  wait_for hostbuild "$(left 30)" || {
+    if [ -f "$W/hostbuild.failed" ]; then echo "$1: the dev build failed"; else echo "$1: the dev build is not ready (call the $1 phase again at once; it keeps building)"; fi
+    tail -n 8 "$W/hostbuild.log"; return 1
+  }
+  link_both "$1" || return 1
+  [ "$(cat "$W/once/$1_key" 2>/dev/null)" = "$key" ] || { rm -rf "$W"/once/"$1"_*; mkdir -p "$W/once"; echo "$key" > "$W/once/$1_key"; }
+}
+
 once() {  # name reserve command...: step, unless an earlier call of this lease finished it (its
   # output and exit status are kept in $W/once/); a step stopped by the phase's deadline runs again
   local name=$1 status
@@ -527,14 +539,7 @@ host)
   # done by an earlier call of this lease are skipped unless the binding changed (each wheel's sha256
   # names its results: edited test or bench scripts alone do not rerun them); call it until it says
   # "host: all done".
-  HOST_ROOT=$W/host_root
-  [ -f "$W/hostbuild.done" ] || background hostbuild host_build
-  wait_for hostbuild "$(left 30)" || {
-    if [ -f "$W/hostbuild.failed" ]; then echo "host: the dev build failed"; else echo "host: the dev build is not ready (call the host phase again at once; it keeps building)"; fi
-    tail -n 8 "$W/hostbuild.log"; exit 1
-  }
-  link_both host || exit 1
-  [ "$(cat "$W/once/host_key" 2>/dev/null)" = "$key" ] || { rm -rf "$W"/once/host_*; mkdir -p "$W/once"; echo "$key" > "$W/once/host_key"; }
+  built_and_linked host || exit 1
   EXACT_SITE="$W/site_exact${PYTHONPATH:+:$PYTHONPATH}"
   STABLE_SITE="$W/site_stable${PYTHONPATH:+:$PYTHONPATH}"
   for s in ${HOST_STEPS:-opcheck profile bench}; do
@@ -567,14 +572,7 @@ dropin)
   # module: UP_SAMPLE cases spread over every test function, seed UP_SEED, UP_JOBS pytest-xdist workers
   # on the GPU) and transformers' flash_attention_2 path against its sdpa path (tests/gpu). Call it
   # until it says "dropin: all done".
-  HOST_ROOT=$W/host_root
-  [ -f "$W/hostbuild.done" ] || background hostbuild host_build
-  wait_for hostbuild "$(left 30)" || {
-    if [ -f "$W/hostbuild.failed" ]; then echo "dropin: the dev build failed"; else echo "dropin: the dev build is not ready (call the dropin phase again at once; it keeps building)"; fi
-    tail -n 8 "$W/hostbuild.log"; exit 1
-  }
-  link_both dropin || exit 1
-  [ "$(cat "$W/once/dropin_key" 2>/dev/null)" = "$key" ] || { rm -rf "$W"/once/dropin_*; mkdir -p "$W/once"; echo "$key" > "$W/once/dropin_key"; }
+  built_and_linked dropin || exit 1
   mkdir -p "$W/tf" && cp "$ROOT/tests/gpu/test_transformers_fa2.py" "$W/tf/"
   for abi in exact stable; do
     wheel=$(ls "$W/host_$abi"/flash_attn-*.whl | head -1)
