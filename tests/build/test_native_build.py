@@ -419,7 +419,7 @@ def test_second_build_compiles_nothing(built: Path):
         (["-DFLASH_ATTN_KERNEL_SET=,"], "lists no unit"),
         (["-DFLASH_ATTN_SDIST=" + str(ROOT / "README.md")], "is not the pinned sdist"),
         # the delta options are read from the environment like every option (flash_attn_option)
-        (["ENV:FLASH_ATTN_RESCALE_THRESHOLD=eight"], "FLASH_ATTN_RESCALE_THRESHOLD='eight' must be a non-negative"),
+        (["ENV:FLASH_ATTN_RESCALE_THRESHOLD=eight"], "FLASH_ATTN_RESCALE_THRESHOLD='eight' must be a number"),
     ],
 )
 def test_bad_options_stop_the_configure_with_a_message(tmp_path: Path, defines: list[str], message: str, built: Path):
