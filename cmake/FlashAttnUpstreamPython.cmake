@@ -15,8 +15,8 @@ include(FlashAttnManifest)
 #   <var> = the paths, relative to <TREE>/<package_dir>, of the upstream .py files the wheel ships:
 #   every *.py below the package folder except the owned files (at its top only: a subpackage's
 #   own __init__.py ships) and the left_out paths (a file, or a folder and all below it).
-#   Errors: FATAL_ERROR when the tree has no package folder or no module remains (a tree that
-#   is not FlashAttention's would otherwise give a wheel without bert_padding, silently).
+#   Errors: FATAL_ERROR when the tree has no package folder (a tree that is not FlashAttention's
+#   would otherwise give a wheel without bert_padding, silently); a WARNING when no module remains.
 function(flash_attn_upstream_python_files)
   cmake_parse_arguments(PARSE_ARGV 0 arg "" "TREE;OUT_FILES" "")
   flash_attn_manifest_get(package_dir upstream_python package_dir)
@@ -55,7 +55,10 @@ function(flash_attn_upstream_python_files)
     endif()
   endforeach()
   if(NOT files)
-    message(FATAL_ERROR "flash_attn: no upstream Python module found below ${root}")
+    # A trimmed tree (a fork carrying only its kernels and __init__.py) still builds; its wheel has
+    # only this project's modules, and says so here.
+    message(WARNING "flash_attn: no upstream Python module below ${root} besides the owned ones: the wheel will "
+                    "lack bert_padding, layers/, ops/ ... (consumers such as transformers import them)")
   endif()
   set(${arg_OUT_FILES} "${files}" PARENT_SCOPE)
 endfunction()
