@@ -46,6 +46,7 @@ from .errors import ReleaseError, run_main
 WORKFLOW = _paths.REPO_ROOT / ".github" / "workflows" / "release.yml"
 BASH = ["bash", "--noprofile", "--norc", "-eo", "pipefail"]  # GitHub's `shell: bash` on Linux
 SCCACHE_PORT = "4393"  # a server of its own (the build test uses 4391)
+REPOSITORY = "rehearsal/flash-attn"  # github.repository of every run
 IMAGE_PATHS = ("/opt/python/", "/usr/local/cuda-")  # what the manylinux image provides
 # The torch the rehearsal's wheels serve: the machine's, and a PEP 440-equal spelling of it.
 SECOND_TORCH_SUFFIX = ".0"
@@ -161,7 +162,7 @@ class Rehearsal:
             "event_name": sc.event,
             "ref": sc.ref,
             "sha": self.sha,
-            "repository": "rehearsal/flash-attn",
+            "repository": REPOSITORY,
             "token": "dry-run-token",
             "event": {"repository": {"private": False}},
         }
@@ -373,6 +374,19 @@ class Rehearsal:
                 inputs.get("merge-multiple", "false") == "true",
             )
             self.log(f"      downloaded {len(names)} artifact(s) into {inputs.get('path', '.')}: {', '.join(names)}")
+        elif action == "actions/upload-pages-artifact":
+            # The Pages site as the artifact deploy-pages takes (its README: name github-pages by default).
+            n = gha.upload_artifact(
+                store, inputs.get("name", "github-pages"), self.work / inputs["path"], False, "error"
+            )
+            self.log(f"      pages artifact: {n} files")
+        elif action == "actions/deploy-pages":
+            # Not emulated: the deployment itself; the artifact it would deploy must exist.
+            site = store / inputs.get("artifact_name", "github-pages")
+            if not site.is_dir():
+                raise ReleaseError(f"deploy-pages: no artifact {site.name} in this run")
+            n = sum(1 for f in site.rglob("*") if f.is_file())
+            (self.root / "gh.log").open("a").write(f"deploy pages {n} files (dry run)\n")
         elif action == "actions/attest-build-provenance":
             subjects = sorted(self.work.glob(inputs["subject-path"]))
             (self.root / "gh.log").open("a").write(f"attest {len(subjects)} subjects (dry run)\n")
@@ -420,6 +434,8 @@ def rehearsal_manifest(base: dict, toolkit: tuple[str, Path, str], edits: dict) 
     m["stable_abi"]["torch_min"] = edits["torch_min"]
     m["kernels"]["sets"] |= {k: {"units": v, "about": "rehearsal"} for k, v in edits["sets"].items()}
     m["release_plan"]["job_limit_minutes"] = edits["job_limit_minutes"]
+    # The package indexes are served at the rehearsal repository's Pages site (release.index --pages-of).
+    m["package_index"]["url"] = "https://{}.github.io/{}/".format(*REPOSITORY.split("/"))
     # The hosted runners' setup estimates mean nothing here; only the compile model sizes the shards.
     m["release_plan"]["setup_minutes"] = {
         kind: dict.fromkeys(v, 0) for kind, v in m["release_plan"]["setup_minutes"].items()
@@ -448,7 +464,7 @@ def scenarios(version: str, machine_torch: str) -> list[Scenario]:
             {"kernel_set": "ci"},
             {"torches": [machine_torch], "torch_min": "99.0"},
             build_jobs,
-            ("publish",),
+            ("publish", "index", "pages"),
         ),
         Scenario(
             "tag-push",
@@ -456,7 +472,7 @@ def scenarios(version: str, machine_torch: str) -> list[Scenario]:
             tag,
             {},
             {"torches": [machine_torch, machine_torch + SECOND_TORCH_SUFFIX], "torch_min": "2.11"},
-            (*build_jobs, "publish"),
+            (*build_jobs, "publish", "index", "pages"),
             (),
         ),
         Scenario(
@@ -465,7 +481,7 @@ def scenarios(version: str, machine_torch: str) -> list[Scenario]:
             tag,
             {},
             {"torches": [machine_torch, machine_torch + SECOND_TORCH_SUFFIX], "torch_min": "2.11"},
-            ("matrix", "assemble", "publish"),
+            ("matrix", "assemble", "publish", "index", "pages"),
             ("shard", "gather", "link"),
             from_run="2",
         ),

@@ -41,3 +41,4 @@ def test_the_release_job_chain_rehearses_clean():
     assert "every run did what it must" in out
     gh = (root / "gh.log").read_text()
     assert gh.count("gh release upload") == 2  # the tag push and the from_run dispatch published (dry run)
+    assert gh.count("deploy pages") == 2  # and deployed their package indexes (dry run)
