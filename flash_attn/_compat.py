@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _build_info as bi
+from . import _label
 
 __all__ = [
     "DeviceVerdict",
@@ -135,11 +136,9 @@ def wheel_name(build_info: Mapping[str, Any], group: str, dist_version: str | No
     own = str(build_info.get("group", ""))
     if dist_version and "+" in dist_version:
         public, local = dist_version.split("+", 1)
-        segments = local.split(".")
-        for i in range(len(segments) - 1):
-            if segments[i] == own and segments[i + 1].startswith("rev"):
-                segments[i] = group
-                return f"flash_attn=={public}+{'.'.join(segments)}"
+        swapped = _label.swap_group(local, own, group)
+        if swapped is not None:
+            return f"flash_attn=={public}+{swapped}"
     return f"flash_attn=={bi.public_version(str(build_info['version']))}+{bi.local_label(build_info, group)}"
 
 

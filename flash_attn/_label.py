@@ -122,3 +122,14 @@ def local_label(
         raise ValueError(f"torch ABI {torch_abi!r} is not one of {', '.join(TORCH_ABIS)}")
     label = f"{label.lower()}.rev{REVISION}"
     return label if kernel_set == RELEASE_KERNEL_SET else f"{label}.{kernel_set}"
+
+
+def swap_group(label: str, own: str, group: str) -> str | None:
+    """``label`` with its arch-group segment ``own`` (the one right before ``rev<REVISION>``)
+    replaced by ``group``: ``cu130torch2.14.1cxx11abitrue.legacy.rev1.ci`` -> ``...blackwell.rev1.ci``.
+    None when the label has no such segment (a label of another revision or spelling)."""
+    segments = label.split(".")
+    for i in range(len(segments) - 1):
+        if segments[i] == own and segments[i + 1] == f"rev{REVISION}":
+            return ".".join(segments[:i] + [group] + segments[i + 1 :])
+    return None

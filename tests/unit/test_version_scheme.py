@@ -49,3 +49,10 @@ def test_runtime_dependencies_are_torch_plus_upstreams():
 def test_version_file_is_what_pyproject_reads():
     text = (ROOT / "flash_attn" / "_version.py").read_text(encoding="utf-8")
     assert re.findall(r'^__version__ = "([^"]+)"$', text, re.MULTILINE) == [MANIFEST["upstream"]["version"]]
+
+
+def test_swap_group_replaces_only_the_group_before_the_revision():
+    ci = LABEL.local_label("13.2", "2.15.0", True, "legacy", "ci")
+    assert LABEL.swap_group(ci, "legacy", "blackwell") == LABEL.local_label("13.2", "2.15.0", True, "blackwell", "ci")
+    assert LABEL.swap_group("cu130torch2.14.1cxx11abitrue.legacy", "legacy", "blackwell") is None  # no revision
+    assert LABEL.swap_group(ci.replace(".rev1", ".rev7"), "legacy", "blackwell") is None  # another revision
