@@ -136,7 +136,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     summary = config.getoption("fa_summary")
     if summary:
         record = {
-            "selected": config.stash.get(_SELECTED, 0),
+            # under pytest-xdist the workers select, so this (controller) process does not know it
+            "selected": config.stash.get(_SELECTED),
+            "ran": sum(total.values()),
             "head_dims": _ints(config.getoption("fa_head_dims")),
             "sample": config.getoption("fa_sample"),
             "seed": config.getoption("fa_seed"),
