@@ -137,7 +137,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if summary:
         record = {
             # under pytest-xdist the workers select, so this (controller) process does not know it
-            "selected": config.stash.get(_SELECTED),
+            "selected": config.stash.get(_SELECTED, None),
             "ran": sum(total.values()),
             "head_dims": _ints(config.getoption("fa_head_dims")),
             "sample": config.getoption("fa_sample"),
