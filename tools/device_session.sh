@@ -81,7 +81,7 @@ JOBS=${JOBS:-16}
 KSET=${KSET:-dev} ARCHS=${ARCHS:-90}  # overridable for a rehearsal on a CPU machine (KSET=ci ARCHS=80)
 OURS=$W/ours
 DEADLINE=$(( $(date +%s) + ${PHASE_S:-570} ))
-export W ROOT UPSTREAM SDIST JOBS OURS KSET ARCHS
+export W ROOT UPSTREAM SDIST JOBS OURS KSET ARCHS UP_SAMPLE UP_SEED UP_JOBS
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 
 if ls "$ROOT"/.whl/*.whl > /dev/null 2>&1; then
@@ -213,6 +213,13 @@ link_both() {  # phase: the exact and the stable-ABI wheel linked from $HOST_ROO
   # two links of about a minute each: with less time left, stop cleanly rather than kill one midway
   [ "$(left)" -ge 150 ] || { echo "$1: the build finished late in this call; call the $1 phase again at once"; return 1; }
   key=""
+  stamp=$(cd "$ROOT" && find flash_attn flash_attn_2_cuda.py src/binding src/kernels cmake CMakeLists.txt pyproject.toml \
+    build-manifest.json -type f | sort | xargs sha256sum | sha256sum | cut -c1-16)
+  if [ "$(cat "$W/linked.stamp" 2>/dev/null)" = "$stamp" ]; then  # linked by an earlier call from these sources
+    for abi in exact stable; do key="$key$(sha256sum < "$(ls "$W/host_$abi"/flash_attn-*.whl | head -1)" | cut -c1-12)"; done
+    echo "$1: both wheels linked by an earlier call of this lease"; return 0
+  fi
+  rm -f "$W/linked.stamp"
   for abi in exact stable; do
     rm -rf "$W/host_$abi"
     step "link_$abi" 200 python3 -m release.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
@@ -223,7 +230,30 @@ link_both() {  # phase: the exact and the stable-ABI wheel linked from $HOST_ROO
     key="$key$(sha256sum < "$wheel" | cut -c1-12)"
     rm -rf "$W/site_$abi"; python3 -m pip install -q --no-deps --no-index --target "$W/site_$abi" "$wheel" || exit 3
   done
+  echo "$stamp" > "$W/linked.stamp"
 }
+
+rotary_official() {  # upstream's test_rotary.py against upstream's own flash_attn package from the pinned
+  # sdist, no wheel of ours (an empty flash_attn_2_cuda module: the rotary tests never call the extension),
+  # 4 pytest-xdist workers beside the kernel build; the environment facts of the known failures first
+  local d=$W/official
+  rm -rf "$d" && mkdir -p "$d/site" && tar xzf "$SDIST" -C "$d" "flash_attn-$UPSTREAM/flash_attn" "flash_attn-$UPSTREAM/tests/test_rotary.py" || return 3
+  mv "$d/flash_attn-$UPSTREAM/flash_attn" "$d/site/" && : > "$d/site/flash_attn_2_cuda.py"
+  cd "$d" || return 3
+  PYTHONPATH="$d/site" python3 -c 'import torch, triton; from triton.runtime.jit import JITFunction; import flash_attn
+print("torch", torch.__version__, "triton", triton.__version__, "JITFunction.cache_hook:", hasattr(JITFunction, "cache_hook"), "flash_attn from", flash_attn.__file__)'
+  PYTHONPATH="$d/site" python3 -m pytest -c /dev/null -p no:cacheprovider -q -rfE --tb=line -n 4 "flash_attn-$UPSTREAM/tests/test_rotary.py"
+}
+
+up_tests() {  # abi: upstream's tests (release.upstream_tests) on the $abi wheel, run detached
+  local abi=$1 wheel
+  wheel=$(ls "$W/host_$abi"/flash_attn-*.whl | head -1)
+  cd "$W" && PYTHONPATH="$W/src_$abi:$W/site_$abi:/tmp/site" python3 -m release.upstream_tests --wheel "$wheel" \
+    --sdist "$SDIST" --sample "${UP_SAMPLE:-3000}" --seed "${UP_SEED:-24}" --jobs "${UP_JOBS:-8}" \
+    --out "$W/once/up_$abi" -- -p no:cacheprovider
+}
+up_exact() { up_tests exact; }
+up_stable() { up_tests stable; }
 
 built_and_linked() {  # phase: the dev kernels compiled once (detached: host_build), both wheels linked
   # from them (link_both); the phase's earlier results are dropped when the wheels changed
@@ -570,20 +600,32 @@ dropin)
   # minutes), the exact and the stable-ABI wheel linked from them, then on each wheel upstream's own
   # tests/test_flash_attn.py and test_rotary.py from the pinned sdist, unmodified (nox -s upstream_tests'
   # module: UP_SAMPLE cases spread over every test function, seed UP_SEED, UP_JOBS pytest-xdist workers
-  # on the GPU) and transformers' flash_attention_2 path against its sdpa path (tests/gpu). Call it
-  # until it says "dropin: all done".
+  # per wheel, both wheels at once on the GPU) and transformers' flash_attention_2 path against its
+  # sdpa path (tests/gpu). While the kernels compile, the first call runs test_rotary.py against
+  # upstream's own Python modules without any wheel of ours (the known-failure evidence of
+  # release.upstream_tests_plugin). Call it until it says "dropin: all done".
+  HOST_ROOT=$W/host_root
+  [ -f "$W/hostbuild.done" ] || background hostbuild host_build
+  once dropin_rotary_official 60 bash -c "$(declare -f rotary_official); rotary_official"
   built_and_linked dropin || exit 1
+  for abi in exact stable; do  # detached, from a copy of src/ (a later call re-sends the tree)
+    [ -f "$W/up$abi.done" ] || [ -f "$W/up$abi.failed" ] || running "up$abi" || {
+      rm -rf "$W/src_$abi" && cp -r "$ROOT/src" "$W/src_$abi" && background "up$abi" "up_$abi" up_tests; }
+  done
   mkdir -p "$W/tf" && cp "$ROOT/tests/gpu/test_transformers_fa2.py" "$W/tf/"
   for abi in exact stable; do
-    wheel=$(ls "$W/host_$abi"/flash_attn-*.whl | head -1)
-    PYTHONPATH="$W/site_$abi${PYTHONPATH:+:$PYTHONPATH}" once "dropin_transformers_$abi" 60 python3 -m pytest -c /dev/null \
+    PYTHONPATH="$W/site_$abi${PYTHONPATH:+:$PYTHONPATH}" once "dropin_transformers_$abi" 20 python3 -m pytest -c /dev/null \
       -p no:cacheprovider -q -s --rootdir "$W/tf" "$W/tf/test_transformers_fa2.py" || rc=1
-    PYTHONPATH="$W/site_$abi${PYTHONPATH:+:$PYTHONPATH}" once "dropin_upstream_$abi" 20 python3 -m release.upstream_tests \
-      --wheel "$wheel" --sdist "$SDIST" --sample "${UP_SAMPLE:-3000}" --seed "${UP_SEED:-24}" --jobs "${UP_JOBS:-8}" \
-      --out "$W/once/up_$abi" -- -p no:cacheprovider || rc=1
-    cp "$W/once/up_$abi/upstream_tests.json" "$R/upstream_tests_$abi.json" 2>/dev/null
   done
-  for s in dropin_transformers_exact dropin_upstream_exact dropin_transformers_stable dropin_upstream_stable; do
+  for abi in exact stable; do
+    wait_for "up$abi" "$(left 15)"
+    cp "$W/up$abi.log" "$R/dropin_upstream_$abi.txt" 2>/dev/null
+    cp "$W/once/up_$abi/upstream_tests.json" "$R/upstream_tests_$abi.json" 2>/dev/null
+    tail -n 30 "$W/up$abi.log"
+    if [ -f "$W/up$abi.failed" ]; then rc=1; elif [ ! -f "$W/up$abi.done" ]; then
+      echo "dropin: upstream tests of the $abi wheel still running; call the dropin phase again at once"; exit 1; fi
+  done
+  for s in dropin_rotary_official dropin_transformers_exact dropin_transformers_stable; do
     [ -f "$W/once/$s.rc" ] || { echo "dropin: $s not finished in this call; call the dropin phase again"; exit 1; }
   done
   if [ "$rc" = 0 ]; then echo "dropin: all done"; else echo "dropin: all steps ran; some failed (rc $rc)"; fi

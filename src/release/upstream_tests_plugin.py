@@ -12,6 +12,10 @@ test, it only chooses which collected cases run and counts what they did:
   over the test functions (round robin over the functions, each shuffled by the seed), so a sample
   smaller than the suite still reaches every function.
 * ``--fa-summary FILE``: the per-function counts as JSON (also printed as a table).
+* :data:`KNOWN_FAILURES`: cases that fail with upstream's own Python modules alone on the running
+  torch or Triton (measured without this project's wheel, docs/upstream-tests.md) are marked as
+  strict expected failures, with the environment fact as the reason, only where that fact holds.
+  They still run: a case that passes, or fails with another exception, is counted as failed.
 
 Deselected cases are reported to pytest as deselected, so its own summary line shows them.
 """
@@ -21,11 +25,80 @@ from __future__ import annotations
 import json
 import random
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
-OUTCOMES = ("passed", "failed", "skipped", "error")
+OUTCOMES = ("passed", "failed", "skipped", "xfailed", "error")
+
+
+def _torch_dynamo_rotary_qkv() -> str | None:
+    """torch 2.11 (measured on the H200, docs/upstream-tests.md): Dynamo's autograd.Function tracing
+    asserts in ``overwrite_tensor_vt_proxy`` on upstream's ``ApplyRotaryEmbQKV_``, whose forward
+    returns its input rotated in place; upstream's modules fail the same way without our wheel."""
+    import torch
+
+    minor = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    if minor in ("2.11",):
+        return f"torch {torch.__version__}: Dynamo asserts tracing upstream's ApplyRotaryEmbQKV_ (fails the same without this wheel)"
+    return None
+
+
+def _triton_without_cache_hook() -> str | None:
+    """Triton releases with ``triton.knobs`` call ``knobs.runtime.jit_cache_hook`` on compilation and
+    have no ``JITFunction.cache_hook``, the attribute upstream's test reads and sets."""
+    try:
+        import triton
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return None
+    if hasattr(JITFunction, "cache_hook"):
+        return None
+    return f"Triton {triton.__version__} has no JITFunction.cache_hook (its hook is triton.knobs.runtime.jit_cache_hook)"
+
+
+@dataclass(frozen=True)
+class KnownFailure:
+    """Cases of one upstream test function that fail where ``reason()`` returns a text.
+
+    ``params``: parameter values that select the cases (all must match; empty: every case).
+    ``raises``: the exception the failure must raise to count as the known one.
+    """
+
+    function: str
+    raises: type[BaseException]
+    reason: Callable[[], str | None]
+    params: dict = field(default_factory=dict)
+
+    def matches(self, item) -> bool:
+        values = getattr(getattr(item, "callspec", None), "params", {})
+        return function_of(item.nodeid) == self.function and all(
+            k in values and values[k] == v for k, v in self.params.items()
+        )
+
+
+KNOWN_FAILURES = (
+    KnownFailure(
+        "test_rotary.py::test_rotary_emb_qkv", AssertionError, _torch_dynamo_rotary_qkv,
+        {"compiled": True, "rotary_fraction": 1.0},
+    ),
+    KnownFailure("test_rotary.py::test_compilation_count", AttributeError, _triton_without_cache_hook),
+)
+
+
+def mark_known_failures(items: list, known: tuple = KNOWN_FAILURES) -> int:
+    """Mark the items a :class:`KnownFailure` applies to (here and now) as strict xfail; returns how many."""
+    reasons = {id(k): k.reason() for k in known}
+    marked = 0
+    for item in items:
+        for k in known:
+            if reasons[id(k)] and k.matches(item):
+                item.add_marker(pytest.mark.xfail(reason=reasons[id(k)], raises=k.raises, strict=True))
+                marked += 1
+                break
+    return marked
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -92,6 +165,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = sampled
+    mark_known_failures(items)
     config.stash[_SELECTED] = len(sampled)
 
 
@@ -106,7 +180,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         return
     counts = config.stash[_COUNTS][function_of(report.nodeid)]
     if report.when == "call":
-        counts["skipped" if report.skipped else report.outcome] += 1
+        if hasattr(report, "wasxfail") and report.skipped:
+            counts["xfailed"] += 1
+        else:
+            counts["skipped" if report.skipped else report.outcome] += 1
     elif report.when == "setup" and not report.passed:
         counts["skipped" if report.skipped else "error"] += 1
     elif report.when == "teardown" and report.failed:

@@ -94,7 +94,9 @@ def test_plugin_deselects_other_head_dims_samples_and_counts(tmp_path):
     record = json.loads(summary.read_text())
     # kept: d 40, 64 (kernel 64), 111, 128 (kernel 128) x 4, 2 skips, 1 without d
     assert record["selected"] == 19
-    assert record["functions"]["test_shape.py::test_attention"] == {"passed": 15, "failed": 1, "skipped": 0, "error": 0}
+    assert record["functions"]["test_shape.py::test_attention"] == {
+        "passed": 15, "failed": 1, "skipped": 0, "xfailed": 0, "error": 0
+    }
     assert record["functions"]["test_shape.py::test_skips"]["skipped"] == 2
     assert record["total"]["passed"] == 16 and "upstream tests per function" in proc.stdout
     assert "8 deselected" in proc.stdout
@@ -102,3 +104,54 @@ def test_plugin_deselects_other_head_dims_samples_and_counts(tmp_path):
     sampled = subprocess.run(cmd + ["--fa-sample=3", "--fa-seed=1"], cwd=tmp_path, capture_output=True, text=True)
     record = json.loads(summary.read_text())
     assert record["selected"] == 3 and len(record["functions"]) == 3, sampled.stdout
+
+
+class _Item:
+    def __init__(self, nodeid, **params):
+        self.nodeid, self.markers = nodeid, []
+        self.callspec = type("CallSpec", (), {"params": params})()
+
+    def add_marker(self, marker):
+        self.markers.append(marker)
+
+
+def test_known_failures_mark_only_matching_cases_where_the_fact_holds():
+    from release.upstream_tests_plugin import KnownFailure, mark_known_failures
+
+    known = (
+        KnownFailure("test_rotary.py::test_qkv", AssertionError, lambda: "torch X asserts", {"compiled": True}),
+        KnownFailure("test_rotary.py::test_count", AttributeError, lambda: None),  # fact does not hold here
+    )
+    items = [
+        _Item("tests/test_rotary.py::test_qkv[True]", compiled=True),
+        _Item("tests/test_rotary.py::test_qkv[False]", compiled=False),
+        _Item("tests/test_rotary.py::test_count"),
+        _Item("tests/test_flash_attn.py::test_qkv[True]", compiled=True),  # another file's function
+    ]
+    assert mark_known_failures(items, known) == 1
+    (mark,) = items[0].markers
+    assert mark.kwargs == {"reason": "torch X asserts", "raises": AssertionError, "strict": True}
+    assert not any(item.markers for item in items[1:])
+
+
+def test_known_failures_count_as_xfailed_and_a_pass_counts_as_failed(tmp_path):
+    """End to end through pytest: the Triton fact is read from this machine's Triton."""
+    from release.upstream_tests_plugin import _triton_without_cache_hook
+
+    (tmp_path / "test_rotary.py").write_text(
+        "def test_compilation_count():\n    raise AttributeError('cache_hook')\n"
+    )
+    summary = tmp_path / "summary.json"
+    cmd = [sys.executable, "-m", "pytest", "-p", "release.upstream_tests_plugin", "-q", "-p", "no:cacheprovider"]
+    cmd += [str(tmp_path / "test_rotary.py"), f"--fa-summary={summary}"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+    row = json.loads(summary.read_text())["functions"]["test_rotary.py::test_compilation_count"]
+    if _triton_without_cache_hook():
+        assert proc.returncode == 0 and row["xfailed"] == 1, proc.stdout
+        # strict: the same case passing means the entry is stale, and counts as a failure
+        (tmp_path / "test_rotary.py").write_text("def test_compilation_count():\n    pass\n")
+        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+        row = json.loads(summary.read_text())["functions"]["test_rotary.py::test_compilation_count"]
+        assert proc.returncode == 1 and row["failed"] == 1, proc.stdout
+    else:
+        assert proc.returncode == 1 and row["failed"] == 1, proc.stdout
