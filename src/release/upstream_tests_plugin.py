@@ -13,7 +13,7 @@ test, it only chooses which collected cases run and counts what they did:
   smaller than the suite still reaches every function.
 * ``--fa-summary FILE``: the per-function counts as JSON (also printed as a table).
 * :data:`KNOWN_FAILURES`: cases that fail with upstream's own Python modules alone on the running
-  torch or Triton (measured without this project's wheel, docs/upstream-tests.md) are marked as
+  torch or Triton (measured without this project's wheel, docs/upstream-python.md) are marked as
   strict expected failures, with the environment fact as the reason, only where that fact holds.
   They still run: a case that passes, or fails with another exception, is counted as failed.
 
@@ -35,7 +35,7 @@ OUTCOMES = ("passed", "failed", "skipped", "xfailed", "error")
 
 
 def _torch_dynamo_rotary_qkv() -> str | None:
-    """torch 2.11 (measured on the H200, docs/upstream-tests.md): Dynamo's autograd.Function tracing
+    """torch 2.11 (measured on the H200, docs/upstream-python.md): Dynamo's autograd.Function tracing
     asserts in ``overwrite_tensor_vt_proxy`` on upstream's ``ApplyRotaryEmbQKV_``, whose forward
     returns its input rotated in place; upstream's modules fail the same way without our wheel."""
     import torch
