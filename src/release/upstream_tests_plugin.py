@@ -14,8 +14,10 @@ test, it only chooses which collected cases run and counts what they did:
 * ``--fa-summary FILE``: the per-function counts as JSON (also printed as a table).
 * :data:`KNOWN_FAILURES`: cases that fail with upstream's own Python modules alone on the running
   torch or Triton (measured without this project's wheel, docs/upstream-python.md) are marked as
-  strict expected failures, with the environment fact as the reason, only where that fact holds.
-  They still run: a case that passes, or fails with another exception, is counted as failed.
+  expected failures, with the environment fact as the reason, only where that fact holds. They
+  still run, and a failure with another exception counts as failed; a strict entry that passes
+  counts as failed too (its fact is stale), a non-strict one (whose cases fail only sometimes)
+  counts as xpassed.
 
 Deselected cases are reported to pytest as deselected, so its own summary line shows them.
 """
@@ -31,13 +33,15 @@ from typing import Callable
 
 import pytest
 
-OUTCOMES = ("passed", "failed", "skipped", "xfailed", "error")
+OUTCOMES = ("passed", "failed", "skipped", "xfailed", "xpassed", "error")
 
 
 def _torch_dynamo_rotary_qkv() -> str | None:
     """torch 2.11 (measured on the H200, docs/upstream-python.md): Dynamo's autograd.Function tracing
     asserts in ``overwrite_tensor_vt_proxy`` on upstream's ``ApplyRotaryEmbQKV_``, whose forward
-    returns its input rotated in place; upstream's modules fail the same way without our wheel."""
+    returns its input rotated in place. Upstream's own modules, with no wheel of ours, fail 19 to 21
+    of the 24 ``compiled=True, rotary_fraction=1.0`` cases; which compiled cases fail depends on what
+    the process compiled before (a sampled run also failed two ``rotary_fraction=0.5`` cases)."""
     import torch
 
     minor = ".".join(torch.__version__.split("+")[0].split(".")[:2])
@@ -71,6 +75,7 @@ class KnownFailure:
     raises: type[BaseException]
     reason: Callable[[], str | None]
     params: dict = field(default_factory=dict)
+    strict: bool = True
 
     def matches(self, item) -> bool:
         values = getattr(getattr(item, "callspec", None), "params", {})
@@ -82,20 +87,21 @@ class KnownFailure:
 KNOWN_FAILURES = (
     KnownFailure(
         "test_rotary.py::test_rotary_emb_qkv", AssertionError, _torch_dynamo_rotary_qkv,
-        {"compiled": True, "rotary_fraction": 1.0},
+        {"compiled": True},
+        strict=False,  # which compiled cases fail varies from run to run (see the reason's docstring)
     ),
     KnownFailure("test_rotary.py::test_compilation_count", AttributeError, _triton_without_cache_hook),
 )
 
 
 def mark_known_failures(items: list, known: tuple = KNOWN_FAILURES) -> int:
-    """Mark the items a :class:`KnownFailure` applies to (here and now) as strict xfail; returns how many."""
+    """Mark the items a :class:`KnownFailure` applies to (here and now) as xfail; returns how many."""
     reasons = {id(k): k.reason() for k in known}
     marked = 0
     for item in items:
         for k in known:
             if reasons[id(k)] and k.matches(item):
-                item.add_marker(pytest.mark.xfail(reason=reasons[id(k)], raises=k.raises, strict=True))
+                item.add_marker(pytest.mark.xfail(reason=reasons[id(k)], raises=k.raises, strict=k.strict))
                 marked += 1
                 break
     return marked
@@ -182,6 +188,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call":
         if hasattr(report, "wasxfail") and report.skipped:
             counts["xfailed"] += 1
+        elif hasattr(report, "wasxfail") and report.passed:
+            counts["xpassed"] += 1
         else:
             counts["skipped" if report.skipped else report.outcome] += 1
     elif report.when == "setup" and not report.passed:

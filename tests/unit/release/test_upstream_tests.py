@@ -95,7 +95,7 @@ def test_plugin_deselects_other_head_dims_samples_and_counts(tmp_path):
     # kept: d 40, 64 (kernel 64), 111, 128 (kernel 128) x 4, 2 skips, 1 without d
     assert record["selected"] == 19
     assert record["functions"]["test_shape.py::test_attention"] == {
-        "passed": 15, "failed": 1, "skipped": 0, "xfailed": 0, "error": 0
+        "passed": 15, "failed": 1, "skipped": 0, "xfailed": 0, "xpassed": 0, "error": 0
     }
     assert record["functions"]["test_shape.py::test_skips"]["skipped"] == 2
     assert record["total"]["passed"] == 16 and "upstream tests per function" in proc.stdout
@@ -119,7 +119,7 @@ def test_known_failures_mark_only_matching_cases_where_the_fact_holds():
     from release.upstream_tests_plugin import KnownFailure, mark_known_failures
 
     known = (
-        KnownFailure("test_rotary.py::test_qkv", AssertionError, lambda: "torch X asserts", {"compiled": True}),
+        KnownFailure("test_rotary.py::test_qkv", AssertionError, lambda: "torch X asserts", {"compiled": True}, strict=False),
         KnownFailure("test_rotary.py::test_count", AttributeError, lambda: None),  # fact does not hold here
     )
     items = [
@@ -130,7 +130,7 @@ def test_known_failures_mark_only_matching_cases_where_the_fact_holds():
     ]
     assert mark_known_failures(items, known) == 1
     (mark,) = items[0].markers
-    assert mark.kwargs == {"reason": "torch X asserts", "raises": AssertionError, "strict": True}
+    assert mark.kwargs == {"reason": "torch X asserts", "raises": AssertionError, "strict": False}
     assert not any(item.markers for item in items[1:])
 
 
