@@ -1,36 +1,46 @@
 #!/usr/bin/env bash
-# GPU evidence on one H200 (sm_90), in three calls of the device tool over one machine lease
-# (the machine goes back 30 s after a call: make the next call at once):
+# GPU evidence on one H200 (sm_90): one phase per call of the device tool, all calls in one machine
+# lease (the machine goes back 30 s after a call: make the next call at once). lab/README.md says
+# what each phase returns; lab/evidence/ holds what the runs found.
 #
-#   bash lab/device_session.sh build     # our measured dev build + the dev wheel   (~8-9 min)
-#   bash lab/device_session.sh test      # GPU checks and benchmarks on a quiet machine (~6 min),
-#                                              #   then starts upstream's build in the background
-#   bash lab/device_session.sh upstream  # waits for upstream's build, writes the build report
-#   bash lab/device_session.sh tree      # a local upstream tree (.trees/<name>.tar.gz, e.g. upstream
-#                                              #   main): its wheel for sm_90, release paths + dropout (~8 min;
-#                                              #   call it again if it says the build is not ready)
-#   bash lab/device_session.sh bench     # the timed steps of `test` alone (validate, kernel benchmark
-#                                              #   with the host-overhead table), on the dev wheel of `build`
-#   KSET=... bash lab/device_session.sh opcheck   # a small set straight into a wheel, then opcheck
-#                                              #   and the P-padding probe on it (~5 min for two units)
-#   bash lab/device_session.sh shards    # issue 13, call it until it says "shards: all done" (~4 calls):
-#                                              #   the dev set as SHARDS (4x4) shard builds at once, gathered and
-#                                              #   linked (bench/build.py --sharded --only sharded, detached);
-#                                              #   then on that wheel release paths, rescale-skip, opcheck and the
-#                                              #   kernel benchmark with host overhead; then the unsharded build of
-#                                              #   the same set (SHARDS N*M jobs, detached); then the report
-#                                              #   build_sharded.md. Each call skips what is done.
-#   bash lab/device_session.sh unsharded # the shards phase's unsharded build alone, first in a lease (~7 min)
-#   bash lab/device_session.sh host      # issue 14, call it until it says "host: all done" (~3 calls):
-#                                              #   the dev set's kernels once (detached), then each call relinks
-#                                              #   the exact and the stable-ABI wheel from them, opcheck and
-#                                              #   lab/host_profile.py on both, the kernel benchmark of both
-#                                              #   with the host-overhead table (HOST_STEPS picks; BENCH_ROUNDS 3)
-#   bash lab/device_session.sh stable    # issue 15, after the shards phase's sharded part (same lease):
-#                                              #   links the stable-ABI wheel from its kernels archive, runs
-#                                              #   the GPU checks on it, dropout bit for bit against the exact
-#                                              #   wheel (lab/dropout_identity.py), dropout under CUDA-graph
-#                                              #   capture in both, and the kernel benchmark of both (~6 min)
+#   bash lab/device_session.sh PHASE     (phases by what they measure; the issue that added each
+#                                          in brackets, as the evidence folders name them)
+#
+# Build time
+#   build      our measured dev build + the dev wheel (~8-9 min)
+#   upstream   waits for upstream's build of the same units (started by `test`), writes the build
+#              report
+#   shards     [issue 13] call it until it says "shards: all done" (~4 calls): the dev set as SHARDS
+#              (4x4) shard builds at once, gathered and linked (bench/build.py --sharded --only
+#              sharded, detached); then on that wheel release paths, rescale-skip, opcheck and the
+#              kernel benchmark with host overhead; then the unsharded build of the same set (SHARDS
+#              N*M jobs, detached); then the report build_sharded.md. Each call skips what is done.
+#   unsharded  the shards phase's unsharded build alone, first in a lease (~7 min)
+#
+# Correctness on the GPU
+#   test       GPU checks and benchmarks on a quiet machine (~6 min), then starts upstream's build
+#              in the background
+#   tree       a local upstream tree (.trees/<name>.tar.gz, e.g. upstream main): its wheel for sm_90,
+#              release paths + dropout (~8 min; call it again if it says the build is not ready)
+#   opcheck    KSET=... : a small set straight into a wheel, then opcheck and the P-padding probe
+#              on it (~5 min for two units)
+#   stable     [issue 15] after the shards phase's sharded part (same lease): links the stable-ABI
+#              wheel from its kernels archive, runs the GPU checks on it, dropout bit for bit against
+#              the exact wheel (lab/dropout_identity.py), dropout under CUDA-graph capture in both,
+#              and the kernel benchmark of both (~6 min)
+#
+# Latency and host time
+#   bench      the timed steps of `test` alone (validate, kernel benchmark with the host-overhead
+#              table), on the dev wheel of `build`
+#   host       [issue 14] call it until it says "host: all done" (~3 calls): the dev set's kernels
+#              once (detached), then each call relinks the exact and the stable-ABI wheel from them,
+#              opcheck and lab/host_profile.py on both, the kernel benchmark of both with the
+#              host-overhead table (HOST_STEPS picks; BENCH_ROUNDS 3)
+#
+# Drop-in use
+#   dropin     [issue 24] call it until it says "dropin: all done" (~4 calls): the same two wheels
+#              as `host`, then upstream's own tests (release.upstream_tests) and transformers'
+#              flash_attention_2 path (tests/gpu/test_transformers_fa2.py) on each
 #
 # Switches (environment): JOBS (16) and TREE_JOBS (JOBS) size the two builds; WITH_TREE=1 starts the
 # tree's build beside ours in the build phase (both fit 128 GB at JOBS=12 TREE_JOBS=6); TIMED=0 leaves
