@@ -107,7 +107,7 @@ if ls "$ROOT"/.whl/*.whl > /dev/null 2>&1; then
   PATH="$(dirname "$cmake_bin"):$PATH"
   export PATH
 fi
-# bench/ and tools/ import the release package's stdlib helpers (release.jsonio, release.manifest)
+# bench/ and tools/ import the release package's stdlib helpers (release.manifest, the smoke check's reader)
 export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
 SITE="$W/site_dev:$PYTHONPATH"  # the installed wheel first
 
