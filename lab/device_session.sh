@@ -551,7 +551,7 @@ stable)
     TORCH_SITE=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
     export PYTHONPATH="$PYTHONPATH:$TORCH_SITE"
     mkdir -p "$W/smk" && cd "$W/smk" || exit 3
-    once cpu_wheel_smoke 12 "$W/venv_cpu/bin/python" "$ROOT/src/release/_smoke_check.py" \
+    once cpu_wheel_smoke 12 "$W/venv_cpu/bin/python" "$ROOT/src/release/smoke_check.py" \
       --expect-version "$(basename "$cpu_wheel" | cut -d- -f2)" --group custom || rc=1
     once cpu_wheel_gpu_call 2 "$W/venv_cpu/bin/python" -c "
 import torch, flash_attn
