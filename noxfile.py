@@ -111,7 +111,7 @@ def validate(session: nox.Session) -> None:
     # Run from an empty folder so the checkout's flash_attn/ is never imported instead of the wheel.
     tmp = session.create_tmp()
     session.chdir(tmp)
-    script = ROOT / "tools" / "validate.py"  # a GPU test suite, not release logic; imports release.jsonio
+    script = ROOT / "tools" / "validate.py"  # a GPU test suite, not release logic; imports release.smoke_check
     session.run("python", str(script), "--wheel", str(Path(wheel).resolve()), *out, *rest, env=ENV)
 
 

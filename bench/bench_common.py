@@ -24,12 +24,12 @@ import json
 import math
 import os
 import statistics
+import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from release import _paths
-from release.jsonio import json_safe  # one strict-JSON conversion for every report
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 KERNELS_DIR = REPO_ROOT / "src" / "kernels"
@@ -108,6 +108,31 @@ def fmt(value: float | None, digits: int = 2, suffix: str = "") -> str:
 
 
 # -- result files --------------------------------------------------------------------------------
+
+
+def json_safe(value):
+    """``value`` as strict JSON holds it (``json.dumps(..., allow_nan=False)`` accepts the result).
+
+    NaN and +/-inf become None; dict keys become str; tuples, sets and lists (``torch.Size`` too)
+    become lists; a torch tensor of at most 64 elements becomes its nested list of numbers, a larger
+    one a short ``tensor[shape] dtype`` string; anything else (dtypes, paths) becomes ``str(value)``.
+    torch is never imported here: tensors are recognised only when the caller has imported torch.
+    Every bench/ result file goes through it. Raises nothing.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, int)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v) for v in value]
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.numel() <= 64:
+            return json_safe(value.detach().cpu().tolist())
+        return f"tensor{list(value.shape)} {value.dtype}"
+    return str(value)
 
 
 def write_results(out_dir: Path, stem: str, record: dict, markdown: str) -> tuple[Path, Path]:

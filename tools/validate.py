@@ -5,11 +5,11 @@ installs it and runs this; without nox, from a folder that holds no flash_attn/:
 
     PYTHONPATH=<checkout>/src python <checkout>/tools/validate.py --out reports/ [--wheel flash_attn-...whl]
 
-Only the standard library, torch, the installed flash_attn and ``release.jsonio`` (the strict-JSON
-helper, stdlib only; hence src/ on PYTHONPATH) are used. It is a GPU test suite, not release
-logic: the release tooling only reads the reports it writes (``release.publish``). Every check
-draws fresh random inputs (never zeros) and compares against torch
-``scaled_dot_product_attention`` computed in fp32 on the same inputs (masks for causal/window; a
+Only the standard library, torch, the installed flash_attn and the smoke check's build-info reader
+(``release.smoke_check.package_build_info``, stdlib only; hence src/ on PYTHONPATH) are used. It
+is a GPU test suite, not release logic: the release tooling only reads the reports it writes
+(``release.publish``). Every check draws fresh random inputs (never zeros) and compares against
+torch ``scaled_dot_product_attention`` computed in fp32 on the same inputs (masks for causal/window; a
 plain fp32 reference where SDPA cannot express the case: softcap, fully masked rows). Gates
 (docs/design.md): fp16 rel_Linf <= 2e-2, bf16 rel_Linf <= 1e-2, cosine >= 0.9995. Backward gates
 (this suite's choice, stated in the report): gradients finite, rel_Linf <= 5e-2 (fp16) / 1e-1
@@ -49,8 +49,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from release._smoke_check import package_build_info
-from release.jsonio import json_safe
+from release.smoke_check import package_build_info
 
 GATES = {"fp16": 2e-2, "bf16": 1e-2}
 COSINE_MIN = 0.9995
@@ -567,7 +566,7 @@ def import_installed_flash_attn():
 
 def read_build_info(module) -> dict:
     """The build info the package exposes, else build_info_*.json beside it (the smoke check's
-    reader, release._smoke_check.package_build_info). Raises RuntimeError when there is none."""
+    reader, release.smoke_check.package_build_info). Raises RuntimeError when there is none."""
     return package_build_info(module)[0]
 
 
@@ -740,12 +739,26 @@ def run_suite(suite: Suite, latency: bool = True, warmup: int = WARMUP, timed: i
     return report
 
 
+def strict_json(report: dict) -> str:
+    """``report`` as strict JSON text (``json.loads`` with ``parse_constant`` raising accepts it).
+
+    NaN and +/-inf become null, tuples lists, and a value json cannot write (a torch dtype, a path)
+    its ``str``; a report holds plain numbers, so nothing else needs converting. The standard
+    library's own round trip: written loosely (NaN tokens allowed), read back with every constant
+    as None, written strictly. Raises TypeError for a dict key that is not a str, int, float, bool or
+    None (the report's keys are str).
+    """
+    loose = json.dumps(report, default=str)
+    finite = json.loads(loose, parse_constant=lambda _token: None)  # NaN, Infinity, -Infinity
+    return json.dumps(finite, indent=1, allow_nan=False) + "\n"
+
+
 def write_report(report: dict, out: Path) -> tuple[Path, Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stem = report_stem(report["context"])
     jpath, mpath = out / f"{stem}.json", out / f"{stem}.md"
-    json_text = json.dumps(json_safe(report), indent=1, allow_nan=False) + "\n"
+    json_text = strict_json(report)
     for path, text in ((jpath, json_text), (mpath, render_markdown(report))):
         tmp = path.with_name(f".{path.name}.partial")
         tmp.write_text(text, encoding="utf-8")

@@ -12,9 +12,10 @@ install pinned tools and call these modules' ``main`` functions:
 - :mod:`release.tagging`   local version label and wheel re-tagging
 - :mod:`release.checksums` ``SHA256SUMS`` writing and verification
 - :mod:`release.smoke`     smoke test of one wheel in a fresh virtual environment
+- :mod:`release.smoke_check` the checks run inside that environment, and the build-info reader
+  that tools/validate.py uses too
 - :mod:`release.wheels`    the ``wheel_*`` sessions: build, tag, checksum, smoke test
 - :mod:`release.dev`       the ``dev`` session: editable install that rebuilds on import
-- :mod:`release.jsonio`    strict-JSON conversion for tools/validate.py's report and bench/ results
 - :mod:`release.publish`   the ``release`` session: gather, checksum and verify a release
 - :mod:`release.index`     the release's static PEP 503 package indexes (one per wheel variant)
 """

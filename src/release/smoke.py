@@ -6,7 +6,7 @@
    build info implies.
 2. A new virtual environment (``--system-site-packages`` by default, so the machine's torch is
    reused instead of downloaded; the wheel itself is installed into the venv and shadows
-   anything outside it), ``pip install <wheel>``, then release/_smoke_check.py in it from an
+   anything outside it), ``pip install <wheel>``, then release/smoke_check.py in it from an
    empty folder: pip metadata version, import, ``__version__``, build info, only this group's
    library installed, the library loads and reports the same build info.
 3. Where the venv's torch sees a GPU: tools/release_paths.py (the seven release-note paths)
@@ -38,7 +38,7 @@ from pathlib import Path
 from . import _paths, checksums, tagging
 from .errors import CheckFailed, ReleaseError, run_main
 
-CHECK_SCRIPT = Path(__file__).with_name("_smoke_check.py")
+CHECK_SCRIPT = Path(__file__).with_name("smoke_check.py")
 RELEASE_PATHS = _paths.REPO_ROOT / "tools" / "release_paths.py"
 
 

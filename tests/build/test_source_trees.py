@@ -11,7 +11,7 @@ variant of the pinned sdist's tree (the shared `upstream_tree` fixture; CUTLASS 
   the deltas, then configured as it is with FLASH_ATTN_APPLY_DELTAS=OFF, which the build info records.
 
 The refusals happen before anything is compiled; each test prints the seconds the configure took
-to refuse (a measurement for docs/evidence, not a pass/fail bound). About 20 s per configure on
+to refuse (a measurement for lab/evidence, not a pass/fail bound). About 20 s per configure on
 2 idle cores: needs nvcc and torch, like every configure of this project.
 """
 

@@ -8,7 +8,7 @@ heads, head dim 64) is built twice from one set of weights, once per implementat
 logits are compared on a right-padded and a left-padded batch, over the real tokens only.
 
 Run against an installed wheel (from a folder without this checkout's flash_attn/, as
-tools/device_session.sh does): a source checkout has no upstream modules built into it.
+lab/device_session.sh does): a source checkout has no upstream modules built into it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """nox -s upstream_tests: which upstream cases run against a wheel, and how they are counted (CPU).
 
 The plugin (release.upstream_tests_plugin) is run by a real pytest over a small test file shaped
-like upstream's (a ``d`` parameter per case); the GPU run itself is in docs/evidence.
+like upstream's (a ``d`` parameter per case); the GPU run itself is in lab/evidence.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ alone. This runs that case twice with the same generator seed and reports, per o
 the two runs agree bit for bit; for P it also reports NaN/inf counts and where the mismatches are
 (rows < seqlen_q and columns < seqlen_k, or the rounded-up padding), causal and not.
 
-    python3 tools/probe_dropout_probs.py      # needs CUDA and an installed flash_attn
+    python3 lab/probe_dropout_probs.py      # needs CUDA and an installed flash_attn
 """
 
 from __future__ import annotations

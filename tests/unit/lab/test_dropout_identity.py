@@ -1,4 +1,4 @@
-"""tools/dropout_identity.py --compare on CPU, with made-up runs (the --save half needs a GPU)."""
+"""lab/dropout_identity.py --compare on CPU, with made-up runs (the --save half needs a GPU)."""
 
 from __future__ import annotations
 

@@ -1,36 +1,46 @@
 #!/usr/bin/env bash
-# GPU evidence on one H200 (sm_90), in three calls of the device tool over one machine lease
-# (the machine goes back 30 s after a call: make the next call at once):
+# GPU evidence on one H200 (sm_90): one phase per call of the device tool, all calls in one machine
+# lease (the machine goes back 30 s after a call: make the next call at once). lab/README.md says
+# what each phase returns; lab/evidence/ holds what the runs found.
 #
-#   bash tools/device_session.sh build     # our measured dev build + the dev wheel   (~8-9 min)
-#   bash tools/device_session.sh test      # GPU checks and benchmarks on a quiet machine (~6 min),
-#                                              #   then starts upstream's build in the background
-#   bash tools/device_session.sh upstream  # waits for upstream's build, writes the build report
-#   bash tools/device_session.sh tree      # a local upstream tree (.trees/<name>.tar.gz, e.g. upstream
-#                                              #   main): its wheel for sm_90, release paths + dropout (~8 min;
-#                                              #   call it again if it says the build is not ready)
-#   bash tools/device_session.sh bench     # the timed steps of `test` alone (validate, kernel benchmark
-#                                              #   with the host-overhead table), on the dev wheel of `build`
-#   KSET=... bash tools/device_session.sh opcheck   # a small set straight into a wheel, then opcheck
-#                                              #   and the P-padding probe on it (~5 min for two units)
-#   bash tools/device_session.sh shards    # issue 13, call it until it says "shards: all done" (~4 calls):
-#                                              #   the dev set as SHARDS (4x4) shard builds at once, gathered and
-#                                              #   linked (bench/build.py --sharded --only sharded, detached);
-#                                              #   then on that wheel release paths, rescale-skip, opcheck and the
-#                                              #   kernel benchmark with host overhead; then the unsharded build of
-#                                              #   the same set (SHARDS N*M jobs, detached); then the report
-#                                              #   build_sharded.md. Each call skips what is done.
-#   bash tools/device_session.sh unsharded # the shards phase's unsharded build alone, first in a lease (~7 min)
-#   bash tools/device_session.sh host      # issue 14, call it until it says "host: all done" (~3 calls):
-#                                              #   the dev set's kernels once (detached), then each call relinks
-#                                              #   the exact and the stable-ABI wheel from them, opcheck and
-#                                              #   tools/host_profile.py on both, the kernel benchmark of both
-#                                              #   with the host-overhead table (HOST_STEPS picks; BENCH_ROUNDS 3)
-#   bash tools/device_session.sh stable    # issue 15, after the shards phase's sharded part (same lease):
-#                                              #   links the stable-ABI wheel from its kernels archive, runs
-#                                              #   the GPU checks on it, dropout bit for bit against the exact
-#                                              #   wheel (tools/dropout_identity.py), dropout under CUDA-graph
-#                                              #   capture in both, and the kernel benchmark of both (~6 min)
+#   bash lab/device_session.sh PHASE     (phases by what they measure; the issue that added each
+#                                          in brackets, as the evidence folders name them)
+#
+# Build time
+#   build      our measured dev build + the dev wheel (~8-9 min)
+#   upstream   waits for upstream's build of the same units (started by `test`), writes the build
+#              report
+#   shards     [issue 13] call it until it says "shards: all done" (~4 calls): the dev set as SHARDS
+#              (4x4) shard builds at once, gathered and linked (bench/build.py --sharded --only
+#              sharded, detached); then on that wheel release paths, rescale-skip, opcheck and the
+#              kernel benchmark with host overhead; then the unsharded build of the same set (SHARDS
+#              N*M jobs, detached); then the report build_sharded.md. Each call skips what is done.
+#   unsharded  the shards phase's unsharded build alone, first in a lease (~7 min)
+#
+# Correctness on the GPU
+#   test       GPU checks and benchmarks on a quiet machine (~6 min), then starts upstream's build
+#              in the background
+#   tree       a local upstream tree (.trees/<name>.tar.gz, e.g. upstream main): its wheel for sm_90,
+#              release paths + dropout (~8 min; call it again if it says the build is not ready)
+#   opcheck    KSET=... : a small set straight into a wheel, then opcheck and the P-padding probe
+#              on it (~5 min for two units)
+#   stable     [issue 15] after the shards phase's sharded part (same lease): links the stable-ABI
+#              wheel from its kernels archive, runs the GPU checks on it, dropout bit for bit against
+#              the exact wheel (lab/dropout_identity.py), dropout under CUDA-graph capture in both,
+#              and the kernel benchmark of both (~6 min)
+#
+# Latency and host time
+#   bench      the timed steps of `test` alone (validate, kernel benchmark with the host-overhead
+#              table), on the dev wheel of `build`
+#   host       [issue 14] call it until it says "host: all done" (~3 calls): the dev set's kernels
+#              once (detached), then each call relinks the exact and the stable-ABI wheel from them,
+#              opcheck and lab/host_profile.py on both, the kernel benchmark of both with the
+#              host-overhead table (HOST_STEPS picks; BENCH_ROUNDS 3)
+#
+# Drop-in use
+#   dropin     [issue 24] call it until it says "dropin: all done" (~4 calls): the same two wheels
+#              as `host`, then upstream's own tests (release.upstream_tests) and transformers'
+#              flash_attention_2 path (tests/gpu/test_transformers_fa2.py) on each
 #
 # Switches (environment): JOBS (16) and TREE_JOBS (JOBS) size the two builds; WITH_TREE=1 starts the
 # tree's build beside ours in the build phase (both fit 128 GB at JOBS=12 TREE_JOBS=6); TIMED=0 leaves
@@ -65,7 +75,7 @@
 #   ci_none / ci_size   kernel set ci, fatbin compression none / size -> load cost
 #   up       upstream's setup.py compile commands for the same dev units (bench/build.py
 #            --upstream-mode units), 16 jobs, alone on the machine -> build benchmark
-# The A-1 builds of the first lease (threshold 8 / 0 / broken) are in docs/evidence/h200-2026-11-29.
+# The A-1 builds of the first lease (threshold 8 / 0 / broken) are in lab/evidence/h200-2026-11-29.
 set -u
 phase=${1:?usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable|host|dropin}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -97,7 +107,7 @@ if ls "$ROOT"/.whl/*.whl > /dev/null 2>&1; then
   PATH="$(dirname "$cmake_bin"):$PATH"
   export PATH
 fi
-# bench/ and tools/ import the release package's stdlib helpers (release.jsonio, release.manifest)
+# bench/ and tools/ import the release package's stdlib helpers (release.manifest, the smoke check's reader)
 export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
 SITE="$W/site_dev:$PYTHONPATH"  # the installed wheel first
 
@@ -407,7 +417,7 @@ opcheck)
   cd "$W" || exit 3
   QUICK_SITE="$W/site_quick${PYTHONPATH:+:$PYTHONPATH}"
   PYTHONPATH="$QUICK_SITE" step opcheck 30 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
-  PYTHONPATH="$QUICK_SITE" step probe_p 5 python3 "$ROOT/tools/probe_dropout_probs.py" || rc=1
+  PYTHONPATH="$QUICK_SITE" step probe_p 5 python3 "$ROOT/lab/probe_dropout_probs.py" || rc=1
   exit $rc
   ;;
 bench)
@@ -490,7 +500,7 @@ unsharded)
 stable)
   # Issue 15 on the GPU: the stable-ABI wheel linked from the shards phase's kernels archive (the
   # binding alone compiles), checked like the exact wheel, then both side by side: dropout bit for bit
-  # (tools/dropout_identity.py) and the kernel benchmark of both builds in one run. Needs the
+  # (lab/dropout_identity.py) and the kernel benchmark of both builds in one run. Needs the
   # shards phase's sharded part done in this lease (its archive, its exact wheel in site_shard).
   kernels=$(ls -d "$W"/bs/sharded/gathered/kernels-* 2>/dev/null | head -1)
   exact_wheel=$(ls "$W"/bs/wheel/flash_attn-*.whl 2>/dev/null | head -1)
@@ -517,9 +527,9 @@ stable)
   PYTHONPATH="$STABLE_SITE" once stable_release_paths 430 python3 "$ROOT/tools/release_paths.py" --dtype all || rc=1
   once stable_rescale_skip 390 python3 "$ROOT/tests/gpu/rescale_skip.py" --lib "$lib" --dims 64,128 || rc=1
   # dropout of both wheels for the same seeds, bit for bit
-  PYTHONPATH="$SHARD_SITE_ALL" once dropout_save_exact 370 python3 "$ROOT/tools/dropout_identity.py" --save "$W/once/exact.pt" || rc=1
-  PYTHONPATH="$STABLE_SITE" once dropout_save_stable 350 python3 "$ROOT/tools/dropout_identity.py" --save "$W/once/stable.pt" || rc=1
-  once dropout_compare 345 python3 "$ROOT/tools/dropout_identity.py" --compare "$W/once/exact.pt" "$W/once/stable.pt" || rc=1
+  PYTHONPATH="$SHARD_SITE_ALL" once dropout_save_exact 370 python3 "$ROOT/lab/dropout_identity.py" --save "$W/once/exact.pt" || rc=1
+  PYTHONPATH="$STABLE_SITE" once dropout_save_stable 350 python3 "$ROOT/lab/dropout_identity.py" --save "$W/once/stable.pt" || rc=1
+  once dropout_compare 345 python3 "$ROOT/lab/dropout_identity.py" --compare "$W/once/exact.pt" "$W/once/stable.pt" || rc=1
   PYTHONPATH="$STABLE_SITE" once stable_validate 280 python3 "$ROOT/tools/validate.py" --out "$R" --wheel "$wheel" || rc=1
   once stable_bench_kernels 100 python3 "$ROOT/bench/kernels.py" --out "$W/once/kernels_abi" --rounds "${BENCH_ROUNDS:-1}" \
     --build "exact=$W/site_shard" --build "stable=$W/site_stable" --host-overhead || rc=1
@@ -541,7 +551,7 @@ stable)
     TORCH_SITE=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
     export PYTHONPATH="$PYTHONPATH:$TORCH_SITE"
     mkdir -p "$W/smk" && cd "$W/smk" || exit 3
-    once cpu_wheel_smoke 12 "$W/venv_cpu/bin/python" "$ROOT/src/release/_smoke_check.py" \
+    once cpu_wheel_smoke 12 "$W/venv_cpu/bin/python" "$ROOT/src/release/smoke_check.py" \
       --expect-version "$(basename "$cpu_wheel" | cut -d- -f2)" --group custom || rc=1
     once cpu_wheel_gpu_call 2 "$W/venv_cpu/bin/python" -c "
 import torch, flash_attn
@@ -578,8 +588,8 @@ host)
       PYTHONPATH="$EXACT_SITE" once host_opcheck_exact 420 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
       PYTHONPATH="$STABLE_SITE" once host_opcheck_stable 400 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1 ;;
     profile)
-      PYTHONPATH="$EXACT_SITE" once host_profile_exact 380 python3 "$ROOT/tools/host_profile.py" || rc=1
-      PYTHONPATH="$STABLE_SITE" once host_profile_stable 360 python3 "$ROOT/tools/host_profile.py" || rc=1 ;;
+      PYTHONPATH="$EXACT_SITE" once host_profile_exact 380 python3 "$ROOT/lab/host_profile.py" || rc=1
+      PYTHONPATH="$STABLE_SITE" once host_profile_stable 360 python3 "$ROOT/lab/host_profile.py" || rc=1 ;;
     bench)
       once host_bench_kernels 5 python3 "$ROOT/bench/kernels.py" --out "$W/once/host_kernels" --rounds "${BENCH_ROUNDS:-3}" \
         --build "exact=$W/site_exact" --build "stable=$W/site_stable" --host-overhead || rc=1

@@ -1,4 +1,4 @@
-"""tools/host_profile.py on CPU: its table of profiler rows, and its refusals (the profile needs a GPU)."""
+"""lab/host_profile.py on CPU: its table of profiler rows, and its refusals (the profile needs a GPU)."""
 
 from __future__ import annotations
 

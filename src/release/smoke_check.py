@@ -1,10 +1,13 @@
 """Checks run *inside* the smoke-test virtual environment (stdlib + torch + the installed wheel).
 
-Run by release/smoke.py as ``<venv python> _smoke_check.py --expect-version V --group G`` from
+Run by release/smoke.py as ``<venv python> smoke_check.py --expect-version V --group G`` from
 an empty working directory (so the source checkout's flash_attn/ can never be imported instead
 of the installed one). Prints one JSON object ``{"checks": [...], "build_info": {...}}`` on its
-last output line; exit status 1 when a check failed. tools/validate.py reads the build info with
-:func:`package_build_info` too.
+last output line; exit status 1 when a check failed.
+
+Public beyond that script: :func:`package_build_info`, the one reader of an installed package's
+build info, which tools/validate.py imports as ``release.smoke_check`` (stdlib only, like the
+whole module, so importing it loads nothing else of the release package).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ FOUND: dict = {}
 
 
 def check(name):
+    """Decorator: runs the decorated function at once and records ``{"check": name, "ok", "detail"}``
+    in RESULTS (detail: its return value, or the exception's type and message, never raised)."""
+
     def wrap(fn):
         try:
             detail = fn()
@@ -39,7 +45,13 @@ def check(name):
 
 
 def package_build_info(pkg) -> tuple[dict, str]:
-    """The build info as the package exposes it, else the JSON file beside the package."""
+    """The build info of an imported flash_attn package ``pkg`` and where it came from.
+
+    Returns (info, source): the first non-empty dict among ``pkg.build_info`` /
+    ``get_build_info`` / ``BUILD_INFO`` (called when callable, parsed when a JSON str), source
+    ``"flash_attn.<attr>"``; else the one ``build_info_*.json`` beside the package, source its
+    file name. Raises RuntimeError when there is none or several such files.
+    """
     for attr in ("build_info", "get_build_info", "BUILD_INFO"):
         value = getattr(pkg, attr, None)
         if callable(value):

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Dropout of two wheels, bit for bit: a stable-ABI wheel against a per-torch wheel, same seeds.
 
-    python tools/dropout_identity.py --save exact.pt          # in an environment with the per-torch wheel
-    python tools/dropout_identity.py --save stable.pt         # in one with the stable-ABI wheel (same GPU)
-    python tools/dropout_identity.py --compare exact.pt stable.pt
+    python lab/dropout_identity.py --save exact.pt          # in an environment with the per-torch wheel
+    python lab/dropout_identity.py --save stable.pt         # in one with the stable-ABI wheel (same GPU)
+    python lab/dropout_identity.py --compare exact.pt stable.pt
 
 ``--save`` (needs a CUDA device) runs three shapes through the public functions with
 ``dropout_p = 0.17`` after ``torch.manual_seed``: B=2 S=256 H=4 D=64; GQA causal B=1 Sq=100 Sk=300

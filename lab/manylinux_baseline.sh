@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Build the `ci` wheel against an old glibc and run the manylinux_2_28 gate on it, without the
 # container image: the stand-in for ci.yml's wheel-ci job on a machine that reaches only the
-# package registries (docs/evidence/cpu-2026-12-01-manylinux/README.md has a run's output).
+# package registries (lab/evidence/cpu-2026-12-01-manylinux/README.md has a run's output).
 #
-#   bash tools/manylinux_baseline.sh [--toolchain-only] [WORKDIR]   (default build/manylinux-baseline)
+#   bash lab/manylinux_baseline.sh [--toolchain-only] [WORKDIR]   (default build/manylinux-baseline)
 #
 # --toolchain-only stops after step 3: WORKDIR/toolchain/bin/{gcc,g++} are then ready for
 # CC=... CXX=... CUDAHOSTCXX=... of any build.
