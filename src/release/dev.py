@@ -22,7 +22,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from . import _paths, build_key, builder, estimate, options, plan, toolchain
+from . import _paths, build_key, builder, estimate, options, plan, prepare, toolchain
 from .errors import run_main
 
 DEV_KERNEL_SET = "dev"  # the named set of head dims 64 and 128 (kernels.sets of build-manifest.json)
@@ -127,18 +127,17 @@ def main(argv: list[str] | None = None, probe=toolchain.probe, visible=None) -> 
         choice = choose(group, archs, given_set, found, seconds=dev_seconds)
         ns.group, ns.cuda_archs, ns.kernel_set = choice.group, choice.cuda_archs or None, choice.kernel_set
         opts = options.from_namespace(ns)
-        set_name, units = opts.validate(check_out=False)
-        print(
-            f"release: dev build: arch group {opts.group}"
-            + (f" (sm_{', sm_'.join(map(str, opts.cuda_archs))})" if opts.cuda_archs else "")
-            + f", kernel set {set_name} ({len(units)} units): {choice.why}",
-            flush=True,
-        )
-        if opts.torch_version:
-            toolchain.ensure_torch(opts.torch_version)
-        tc = probe()
-        toolchain.check(tc, want_torch=opts.torch_version)
-        opts.validate_toolchain(tc.cuda_version)
+
+        def announce(set_name: str, units: list) -> None:
+            print(
+                f"release: dev build: arch group {opts.group}"
+                + (f" (sm_{', sm_'.join(map(str, opts.cuda_archs))})" if opts.cuda_archs else "")
+                + f", kernel set {set_name} ({len(units)} units): {choice.why}",
+                flush=True,
+            )
+
+        ready = prepare.prepare(opts, need_torch=True, check_out=False, probe=probe, before_probe=announce)
+        set_name, units, tc = ready.set_name, ready.units, ready.tc
         bdir = build_key.build_dir(
             opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
         )

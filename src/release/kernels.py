@@ -46,6 +46,7 @@ from . import (
     options,
     outputs,
     pins,
+    prepare,
     progress,
     toolchain,
 )
@@ -412,17 +413,17 @@ def main(argv: list[str] | None = None) -> int:
             archive = gather(ns.shards, ns.out.resolve())
             print(f"release: gathered {len(ns.shards)} shards into {archive}", flush=True)
             return 0
-        from . import wheels  # the group checks of the wheel sessions
-
-        opts = wheels.options_of(ns)
+        opts = prepare.options_of(ns)
         if opts.kernels is not None:
             raise ReleaseError(
                 "--kernels / FLASH_ATTN_KERNELS links an archive into a wheel (nox -s wheel_<group>); a kernels "
                 "build makes one: drop --kernels or unset FLASH_ATTN_KERNELS"
             )
         shard = ns.shard or os.environ.get("FLASH_ATTN_SHARD", "")
-        set_name, units = opts.validate(check_out=False)
-        if shard:
+
+        def check_shard(set_name: str, units: list) -> None:
+            if not shard:
+                return
             try:
                 _, count = _paths.kernel_set().parse_shard(shard)
             except ValueError as e:
@@ -432,9 +433,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"--shard {shard}: kernel set '{set_name}' has {len(units)} units, so at most {len(units)} "
                     "shards have work; pass a smaller N"
                 )
-        tc = toolchain.probe()
-        toolchain.check(tc, need_torch=False)
-        opts.validate_toolchain(tc.cuda_version)
+
+        ready = prepare.prepare(opts, need_torch=False, check_out=False, before_probe=check_shard)
+        set_name, units, tc = ready.set_name, ready.units, ready.tc
         out = ns.out.resolve() if ns.out else _paths.REPO_ROOT / "kernels"
         options.check_writable(out, "--out", "kernels output folder")  # before hours of compiling
         prediction = predict_shard(opts, units, shard)

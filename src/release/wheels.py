@@ -42,12 +42,12 @@ from . import (
     locks,
     options,
     outputs,
+    prepare,
     progress,
     smoke,
     tagging,
-    toolchain,
 )
-from .errors import ReleaseError, run_main
+from .errors import run_main
 
 
 def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
@@ -72,18 +72,16 @@ def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
 
 
 def build_group(opts: options.BuildOptions, probe=None) -> Path:
-    """Steps 1-7 for one group; returns the published wheel. `probe` defaults to toolchain.probe."""
-    probe = probe or toolchain.probe
-    set_name, units = opts.validate()
-    print(f"release: arch group {opts.group}, kernel set {set_name} ({len(units)} units)", flush=True)
-    if opts.stable_torch_min():
-        print(f"release: torch ABI stable: one wheel for every torch >= {opts.stable_torch_min()}", flush=True)
-    if opts.torch_version:
-        toolchain.ensure_torch(opts.torch_version)
-    tc = probe()
-    toolchain.check(tc, want_torch=opts.torch_version)
-    opts.validate_toolchain(tc.cuda_version)
-    opts.validate_torch(tc.torch_version)
+    """Steps 1-7 for one group; returns the published wheel. `probe` defaults to toolchain.probe
+    (steps 1-3 are release.prepare)."""
+
+    def announce(set_name: str, units: list) -> None:
+        print(f"release: arch group {opts.group}, kernel set {set_name} ({len(units)} units)", flush=True)
+        if opts.stable_torch_min():
+            print(f"release: torch ABI stable: one wheel for every torch >= {opts.stable_torch_min()}", flush=True)
+
+    ready = prepare.prepare(opts, need_torch=True, probe=probe, before_probe=announce)
+    set_name, units, tc = ready.set_name, ready.units, ready.tc
     print(
         f"release: nvcc {tc.cuda_version} ({tc.nvcc}), torch {tc.torch_version} (CUDA {tc.torch_cuda_version}, "
         f"cxx11 ABI {tc.cxx11_abi}), {tc.compiler_id} {tc.compiler_version}",
@@ -100,11 +98,12 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
         archive, kernels_summary = kernels.build(opts, tc, prediction=steps[0])
         print(f"release: kernels archive {archive}", flush=True)
         opts = dataclasses.replace(opts, kernels=archive)
+        ready = dataclasses.replace(ready, opts=opts)
     else:
         kernels.load(opts.kernels)  # a damaged or edited manifest is refused before anything builds
         print(f"release: linking the kernels archive {opts.kernels}; no kernel unit compiles", flush=True)
     with locks.hold_build_folder(bdir):
-        final, sidecar, result = _build_binding(opts, tc, bdir, steps[-1])
+        final, sidecar, result = _build_binding(ready, bdir, steps[-1])
     if kernels_summary is not None:
         progress.render_summary(kernels_summary, title=f"flash_attn {opts.group} kernels ({opts.kernels.parent.name})")
     progress.render_summary(result.summary, title=f"flash_attn {opts.group} binding and link ({bdir.name})")
@@ -115,10 +114,11 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
 
 
 def _build_binding(
-    opts: options.BuildOptions, tc, bdir: Path, prediction=None
+    ready: prepare.Prepared, bdir: Path, prediction=None
 ) -> tuple[Path, Path, builder.BuildResult]:
     """Steps 4 (binding and link) to 7 in the locked build folder `bdir`; returns (wheel, sidecar, result).
     `prediction` (release.estimate) of the binding and link drives the ETA."""
+    opts, tc = ready.opts, ready.tc
     staging = outputs.temp_dir(opts.build_root, ".staging-")
     try:
         with compile_cache.session(opts.cache) as cache:
@@ -136,7 +136,7 @@ def _build_binding(
         if stats:
             result.summary["compile_cache"] = stats
         info = tagging.read_build_info(result.wheel)
-        options.check_build_info(info, opts.expected_build_info(tc.cuda_version), opts.kernel_set, bdir)
+        ready.check_build_info(info, bdir)
         tagged = tagging.retag(result.wheel, staging / "tagged")
         print(f"release: tagged {tagged.name}", flush=True)
         if opts.smoke:
@@ -173,37 +173,8 @@ def parser() -> argparse.ArgumentParser:
 
 def parse(argv: list[str], env=None) -> options.BuildOptions:
     """BuildOptions from the session's arguments. --arch-group may come twice (the session's own
-    and the user's): they must agree, so `nox -s wheel_legacy` never silently builds another group."""
-    return options_of(parser().parse_args(argv), env)
-
-
-def options_of(ns: argparse.Namespace, env=None) -> options.BuildOptions:
-    """BuildOptions from parsed arguments with one or more ``--arch-group`` (ns.groups); see parse."""
-    groups = list(dict.fromkeys(ns.groups))
-    sessions = "nox -s wheel_blackwell, nox -s wheel_legacy, or nox -s wheel_custom -- --cuda-archs 80,90"
-    for g in groups:
-        if g not in options.GROUPS:
-            raise ReleaseError(f"unknown arch group '{g}'. Valid groups: {', '.join(options.GROUPS)} ({sessions}).")
-    if len(groups) > 1:
-        raise ReleaseError(
-            f"this session builds the {groups[0]} group but --arch-group {groups[-1]} was given; run "
-            f"{session_of(groups[-1])} instead"
-        )
-    ns.group = groups[0]
-    if env is None:
-        env = os.environ
-    from_env = env.get("FLASH_ATTN_ARCH_GROUP", "")
-    if from_env and from_env != ns.group:
-        raise ReleaseError(
-            f"FLASH_ATTN_ARCH_GROUP={from_env} is set, but this session builds the {ns.group} group. Unset it, "
-            f"or run {session_of(from_env) if from_env in options.GROUPS else 'the session of the group you want'}."
-        )
-    return options.from_namespace(ns, env)
-
-
-def session_of(group: str) -> str:
-    """The nox command that builds `group`."""
-    return "nox -s wheel_custom -- --cuda-archs 80,90" if group == "custom" else f"nox -s wheel_{group}"
+    and the user's): they must agree (release.prepare.options_of)."""
+    return prepare.options_of(parser().parse_args(argv), env)
 
 
 def main(argv: list[str] | None = None) -> int:
