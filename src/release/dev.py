@@ -22,7 +22,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from . import _paths, build_key, builder, estimate, options, plan, prepare, toolchain
+from . import _paths, build_key, builder, compile_model, estimate, options, prepare, toolchain
 from .errors import run_main
 
 DEV_KERNEL_SET = "dev"  # the named set of head dims 64 and 128 (kernels.sets of build-manifest.json)
@@ -101,7 +101,7 @@ def dev_seconds(kernel_set: str, sass: int) -> float:
 
 def predict(units: list, sass: int, jobs: int | None = None):
     """The estimate.Prediction of an editable build: the units, the dispatch and the binding in one build."""
-    other = [plan.DISPATCH_SECONDS * sass, plan.BINDING_SECONDS]
+    other = [compile_model.DISPATCH_SECONDS * sass, compile_model.BINDING_SECONDS]
     return estimate.predict("editable build (kernels, dispatch, binding)", units, sass, other, jobs)
 
 

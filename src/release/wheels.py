@@ -113,9 +113,7 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
     return final
 
 
-def _build_binding(
-    ready: prepare.Prepared, bdir: Path, prediction=None
-) -> tuple[Path, Path, builder.BuildResult]:
+def _build_binding(ready: prepare.Prepared, bdir: Path, prediction=None) -> tuple[Path, Path, builder.BuildResult]:
     """Steps 4 (binding and link) to 7 in the locked build folder `bdir`; returns (wheel, sidecar, result).
     `prediction` (release.estimate) of the binding and link drives the ETA."""
     opts, tc = ready.opts, ready.tc
