@@ -136,7 +136,7 @@ def _bench(session: nox.Session, script: str, default_out: str) -> None:
 def bench_kernels(session: nox.Session) -> None:
     """GPU: flash_attn vs torch SDPA (flash, cuDNN, efficient) latency and TFLOP/s (-- [--build LABEL=PATH])."""
     # Needs only the machine's torch. Without --build it times the flash_attn this venv imports.
-    _bench(session, "kernels.py", str(ROOT / "reports" / "bench_kernels"))
+    _bench(session, "latency.py", str(ROOT / "reports" / "bench_kernels"))
 
 
 @nox.session(venv_params=SHARED)
