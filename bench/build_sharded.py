@@ -5,8 +5,8 @@
     python bench/build.py --out DIR --sharded NxM [--kernel-set dev] [--archs 90] [--sdist PATH]
                           [--only sharded|unsharded|both|report]
 
-sharded    the N shard builds run at once, each ``python -m release.kernels build --shard K/N
-           --jobs M`` in its own build root (DIR/sharded/root-K); then ``release.kernels gather``,
+sharded    the N shard builds run at once, each ``python -m release.archives build --shard K/N
+           --jobs M`` in its own build root (DIR/sharded/root-K); then ``release.archives gather``,
            then ``release.wheels --kernels <gathered> --no-smoke`` links the wheel (N*M jobs).
            Recorded: each shard's wall seconds, the shard phase (the slowest shard), the gather
            and the link, and each shard's predicted seconds from the cost model
@@ -61,14 +61,14 @@ def _common(kernel_set: str, archs: list[str], sdist: str | None) -> list[str]:
 
 
 def shard_command(python: str, k: int, n: int, jobs: int, kernel_set: str, archs, sdist, root: Path, out: Path):
-    """The command of shard k of n: ``python -m release.kernels build --shard k/n --jobs M``."""
-    return [python, "-m", "release.kernels", "build", *_common(kernel_set, archs, sdist), "--shard", f"{k}/{n}",
+    """The command of shard k of n: ``python -m release.archives build --shard k/n --jobs M``."""
+    return [python, "-m", "release.archives", "build", *_common(kernel_set, archs, sdist), "--shard", f"{k}/{n}",
             "--jobs", str(jobs), "--build-root", str(root), "--out", str(out)]  # fmt: skip
 
 
 def gather_command(python: str, shards: list[Path], out: Path) -> list[str]:
-    """``python -m release.kernels gather SHARD... --out OUT``."""
-    return [python, "-m", "release.kernels", "gather", *map(str, shards), "--out", str(out)]
+    """``python -m release.archives gather SHARD... --out OUT``."""
+    return [python, "-m", "release.archives", "gather", *map(str, shards), "--out", str(out)]
 
 
 def wheel_command(python: str, jobs: int, kernel_set: str, archs, sdist, root: Path, out: Path, kernels=None):
@@ -91,13 +91,13 @@ def fake(cmd: list[str]) -> list[str]:
 
 
 def _fake_step(argv: list[str]) -> int:
-    """Stub of `python -m release.kernels build|gather` / `release.wheels`: the outputs, no compiler."""
+    """Stub of `python -m release.archives build|gather` / `release.wheels`: the outputs, no compiler."""
     out = Path(argv[argv.index("--out") + 1])
     time.sleep(float(os.environ.get("FLASH_ATTN_BENCH_SHARDED_FAKE_S", "0.2")))
-    if argv[0] == "release.kernels" and argv[1] == "build":
+    if argv[0] == "release.archives" and argv[1] == "build":
         k, n = argv[argv.index("--shard") + 1].split("/")
         (out / f"kernels-custom-fake-000000000000-shard{k}of{n}").mkdir(parents=True, exist_ok=True)
-    elif argv[0] == "release.kernels":
+    elif argv[0] == "release.archives":
         (out / "kernels-custom-fake-000000000000").mkdir(parents=True, exist_ok=True)
     else:
         out.mkdir(parents=True, exist_ok=True)

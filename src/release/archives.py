@@ -1,7 +1,7 @@
 """Kernels archives: the torch-free kernel objects of one (OS, CUDA, arch group, kernel set), built
 once, optionally in shards on several machines, and linked into the wheel of every torch.
 
-``python -m release.kernels build --arch-group legacy [--shard K/N] [--out DIR] [build options]``
+``python -m release.archives build --arch-group legacy [--shard K/N] [--out DIR] [build options]``
 (``nox -s kernels_legacy -- ...``) compiles the kernel set, or the K-th of N shards of it
 (``kernel_set.split_shards``: balanced by the predicted compile seconds of each unit, longest
 first), in a CMake build with ``FLASH_ATTN_KERNELS_ONLY=ON`` (no torch is looked for), and packs
@@ -13,7 +13,7 @@ the objects into an archive folder under DIR:
                                      the toolchain that compiled them
         objects/<unit>.o             one per unit (``dispatch.o`` in the whole set and in shard 1)
 
-``python -m release.kernels gather DIR... [--out DIR]`` (``nox -s kernels_gather``) checks that the
+``python -m release.archives gather DIR... [--out DIR]`` (``nox -s kernels_gather``) checks that the
 shards share one key, come from one split (same N, every index once) and cover the kernel set
 exactly once, verifies every object's sha256, and writes the whole-set archive that
 ``nox -s wheel_<group> -- --kernels DIR`` links (cmake/FlashAttnKernels.cmake checks the key
@@ -392,7 +392,7 @@ def predict_shard(opts: options.BuildOptions, units: list, shard: str):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m release.kernels", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m release.archives", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile the kernel set (or one shard) and archive the objects")
     b.add_argument("--arch-group", dest="groups", action="append", required=True, help="blackwell, legacy, custom")
@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"release: wrote {archive}", flush=True)
         return 0
 
-    return run_main(body, prog="release.kernels", argv=argv)
+    return run_main(body, prog="release.archives", argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The one prepare step of every build entry point: check the options, probe the toolchain, and
 know what the build info must say.
 
-The wheel sessions (release.wheels), the kernels archive builds (release.kernels) and the
+The wheel sessions (release.wheels), the kernels archive builds (release.archives) and the
 editable install (release.dev) all start with :func:`prepare`; each then builds in its own way.
 It sits below all three (it imports none of them), so the archive builds need nothing from the
 wheel module. The arch group a session was started for is reconciled with the user's

@@ -11,7 +11,7 @@ runs). In order, stopping at the first problem with a message that says what to 
 3. probe the toolchain (``release.toolchain``): nvcc present, torch a CUDA build of the same
    CUDA major, host compiler present; every arch buildable by this nvcc;
 4. compile the kernel objects, torch-free, in their own build directory shared by every torch
-   (``release.kernels``; skipped with ``--kernels ARCHIVE``), then build the binding against torch
+   (``release.archives``; skipped with ``--kernels ARCHIVE``), then build the binding against torch
    and link it with those objects in the keyed build directory (``release.build_key``, created
    only now), every option passed explicitly, with progress and a summary of each step;
 5. compare the wheel's build info with the options asked for (a mismatch names the option),
@@ -33,12 +33,12 @@ import sys
 from pathlib import Path
 
 from . import (
+    archives,
     build_key,
     builder,
     checksums,
     compile_cache,
     estimate,
-    kernels,
     locks,
     options,
     outputs,
@@ -94,13 +94,13 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
     opts.build_root.mkdir(parents=True, exist_ok=True)
     kernels_summary = None
     if opts.kernels is None:
-        # Kernels first, torch-free, in a build folder every torch's wheel shares (release.kernels).
-        archive, kernels_summary = kernels.build(opts, tc, prediction=steps[0])
+        # Kernels first, torch-free, in a build folder every torch's wheel shares (release.archives).
+        archive, kernels_summary = archives.build(opts, tc, prediction=steps[0])
         print(f"release: kernels archive {archive}", flush=True)
         opts = dataclasses.replace(opts, kernels=archive)
         ready = dataclasses.replace(ready, opts=opts)
     else:
-        kernels.load(opts.kernels)  # a damaged or edited manifest is refused before anything builds
+        archives.load(opts.kernels)  # a damaged or edited manifest is refused before anything builds
         print(f"release: linking the kernels archive {opts.kernels}; no kernel unit compiles", flush=True)
     with locks.hold_build_folder(bdir):
         final, sidecar, result = _build_binding(ready, bdir, steps[-1])

@@ -439,12 +439,12 @@ def test_object_naming_gives_msvc_hosts_no_host_compiler_option():
 
 
 def test_the_python_key_of_the_fields_is_the_cmake_key():
-    # release.kernels.key_of re-checks an archive's key against its fields (an edited manifest is
+    # release.archives.key_of re-checks an archive's key against its fields (an edited manifest is
     # refused); it must compute what flash_attn_kernel_key computes.
-    from release import kernels
+    from release import archives
 
     fields = {"format": "1", "definitions": "FLASH_NAMESPACE=flash", "cuda_flags": 'a "q" \\b', "units": "x,y"}
-    assert kernels.key_of(fields) == _kernel_key(**fields)["KEY"]
+    assert archives.key_of(fields) == _kernel_key(**fields)["KEY"]
 
 
 @pytest.mark.parametrize("threshold", ["16", "16.0", "100"])
