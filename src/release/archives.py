@@ -37,7 +37,7 @@ from pathlib import Path
 
 from . import (
     _paths,
-    build_key,
+    build_dirs,
     builder,
     checksums,
     compile_cache,
@@ -234,10 +234,10 @@ def kernels_build_dir(opts: options.BuildOptions, tc: toolchain.Toolchain, shard
     wheel build reuses one kernels build (Ninja recompiles nothing there)."""
     parts = [
         "kernels",
-        build_key.group_token(opts.group, opts.cuda_archs),
-        build_key.kernel_set_token(opts.kernel_set),
-        "cu" + build_key.cuda_digits(tc.cuda_version),
-        build_key.compiler_token(tc.compiler_id, tc.compiler_version),
+        build_dirs.group_token(opts.group, opts.cuda_archs),
+        build_dirs.kernel_set_token(opts.kernel_set),
+        "cu" + build_dirs.cuda_digits(tc.cuda_version),
+        build_dirs.compiler_token(tc.compiler_id, tc.compiler_version),
     ]
     if shard:
         index, count = _paths.kernel_set().parse_shard(shard)
@@ -292,8 +292,8 @@ def _build_locked(opts, tc, bdir: Path, cmake: str, shard: str, out: Path | None
         estimate.record(prediction, wall, summary)
     checksums.atomic_write_text(bdir / builder.SUMMARY_NAME, json.dumps(summary, indent=1) + "\n")
     progress.write_trace(bdir, entries)
-    group_token = build_key.group_token(opts.group, opts.cuda_archs)
-    set_token = build_key.kernel_set_token(opts.kernel_set)
+    group_token = build_dirs.group_token(opts.group, opts.cuda_archs)
+    set_token = build_dirs.kernel_set_token(opts.kernel_set)
     if out is None:
         out = bdir / "archive"
         shutil.rmtree(out, ignore_errors=True)  # the archive of an earlier key of this folder

@@ -5,13 +5,13 @@ machine unless told otherwise (:func:`choose`): the SMs of its GPUs, or without 
 for one SM, never on its own a build predicted over 30 minutes. It prints the predicted cost
 (release.estimate) and runs::
 
-    pip install --no-build-isolation -e . -Ceditable.rebuild=true -Cbuild-dir=<keyed dir> \\
+    pip install --no-build-isolation -e . -Ceditable.rebuild=true -Cbuild-dir=<build dir> \\
         -Ccmake.define.FLASH_ATTN_...=...
 
 into the running environment (nox: ``.nox/dev``, kept between runs). scikit-build-core then
 re-runs the Ninja build whenever ``import flash_attn`` happens in that environment, so editing a
 source under src/ and importing again recompiles just what changed. The build directory is the
-keyed one the wheel sessions use (``build/legacy-dev-torch2.14.1-cu130-gcc12``), so a wheel
+one the wheel sessions use (release.build_dirs: ``build/legacy-dev-torch2.14.1-cu130-gcc12``), so a wheel
 session with the same group and kernel set reuses the developer's objects and vice versa.
 """
 
@@ -22,7 +22,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from . import _paths, build_key, builder, compile_model, estimate, options, prepare, toolchain
+from . import _paths, build_dirs, builder, compile_model, estimate, options, prepare, toolchain
 from .errors import run_main
 
 DEV_KERNEL_SET = "dev"  # the named set of head dims 64 and 128 (kernels.sets of build-manifest.json)
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None, probe=toolchain.probe, visible=None) -> 
 
         ready = prepare.prepare(opts, need_torch=True, check_out=False, probe=probe, before_probe=announce)
         set_name, units, tc = ready.set_name, ready.units, ready.tc
-        bdir = build_key.build_dir(
+        bdir = build_dirs.build_dir(
             opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
         )
         sass = estimate.sass_count(opts.group, opts.cuda_archs)

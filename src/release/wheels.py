@@ -12,7 +12,7 @@ runs). In order, stopping at the first problem with a message that says what to 
    CUDA major, host compiler present; every arch buildable by this nvcc;
 4. compile the kernel objects, torch-free, in their own build directory shared by every torch
    (``release.archives``; skipped with ``--kernels ARCHIVE``), then build the binding against torch
-   and link it with those objects in the keyed build directory (``release.build_key``, created
+   and link it with those objects in its named build directory (``release.build_dirs``, created
    only now), every option passed explicitly, with progress and a summary of each step;
 5. compare the wheel's build info with the options asked for (a mismatch names the option),
    then tag it with its local version label (``release.tagging``; a stable-ABI wheel,
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from . import (
     archives,
-    build_key,
+    build_dirs,
     builder,
     checksums,
     compile_cache,
@@ -87,7 +87,7 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
         f"cxx11 ABI {tc.cxx11_abi}), {tc.compiler_id} {tc.compiler_version}",
         flush=True,
     )
-    bdir = build_key.build_dir(
+    bdir = build_dirs.build_dir(
         opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
     )
     steps = predict(opts, set_name, units)

@@ -32,7 +32,7 @@ import pytest
 from release_fakes import build_info, make_wheel
 from test_release_archives import SET, make_shard
 
-from release import archives, build_key, checksums, locks, options, procs, publish, smoke, tagging, toolchain, wheels
+from release import archives, build_dirs, checksums, locks, options, procs, publish, smoke, tagging, toolchain, wheels
 from release.errors import ReleaseError
 from release.toolchain import Toolchain
 
@@ -286,7 +286,7 @@ def start_holder(tmp_path: Path, how: str, target: Path) -> subprocess.Popen:
 
 def test_a_second_session_in_a_build_folder_is_refused_with_the_holder(session_env, capsys):
     archive = archives.gather(shards(session_env / "in"), session_env / "k")
-    folder = build_key.build_dir(session_env / "b", "legacy", "ci", GOOD, [], None)  # the wheel session's folder
+    folder = build_dirs.build_dir(session_env / "b", "legacy", "ci", GOOD, [], None)  # the wheel session's folder
     holder = start_holder(session_env, "build", folder)
     try:
         p = Probe(archive)
