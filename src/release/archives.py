@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernels import kernel_set as kernel_sets
+
 from . import (
     _paths,
     build_dirs,
@@ -83,7 +85,7 @@ class Archive:
 
 def unit_names(kernels_record: dict) -> list[str]:
     """Unit names of a generator record (kernels.json), as kernel_set.Unit names them."""
-    unit = _paths.kernel_set().Unit
+    unit = kernel_sets.Unit
     return [unit(k["kind"], k["dtype"], k["head_dim"], k["causal"]).name for k in kernels_record["kernels"]]
 
 
@@ -240,7 +242,7 @@ def kernels_build_dir(opts: options.BuildOptions, tc: toolchain.Toolchain, shard
         build_dirs.compiler_token(tc.compiler_id, tc.compiler_version),
     ]
     if shard:
-        index, count = _paths.kernel_set().parse_shard(shard)
+        index, count = kernel_sets.parse_shard(shard)
         parts.append(f"shard{index}of{count}")
     return opts.build_root / "-".join(parts)
 
@@ -381,8 +383,8 @@ def predict_shard(opts: options.BuildOptions, units: list, shard: str):
     compiles in the whole set and in shard 1)."""
     index = 1
     if shard:
-        index, count = _paths.kernel_set().parse_shard(shard)
-        units = _paths.kernel_set().split_shards(units, count)[index - 1]
+        index, count = kernel_sets.parse_shard(shard)
+        units = kernel_sets.split_shards(units, count)[index - 1]
     step = estimate.kernels_step(units, estimate.sass_count(opts.group, opts.cuda_archs), index == 1, opts.jobs)
     set_name = opts.kernel_set
     estimate.render(
@@ -425,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
             if not shard:
                 return
             try:
-                _, count = _paths.kernel_set().parse_shard(shard)
+                _, count = kernel_sets.parse_shard(shard)
             except ValueError as e:
                 raise ReleaseError(f"--shard: {e}") from None
             if count > len(units):

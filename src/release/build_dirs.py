@@ -20,7 +20,8 @@ import hashlib
 import re
 from pathlib import Path
 
-from . import _paths
+from kernels import kernel_set as kernel_sets
+
 from .toolchain import Toolchain, torch_public_version
 
 
@@ -45,7 +46,7 @@ def kernel_set_token(spec: str) -> str:
 
     Two spellings of the same units (patterns vs names, another order) share a directory.
     """
-    name, units = _paths.kernel_set().resolve(spec)
+    name, units = kernel_sets.resolve(spec)
     if name != "custom":
         return name
     digest = hashlib.sha256(",".join(sorted(u.name for u in units)).encode()).hexdigest()[:8]

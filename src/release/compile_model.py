@@ -14,7 +14,9 @@ import math
 import os
 from dataclasses import dataclass
 
-from . import _paths, manifest
+from kernels import kernel_set as kernel_sets
+
+from . import manifest
 from .errors import ReleaseError
 
 _MANIFEST = manifest.load()
@@ -136,10 +138,9 @@ def compile_schedule(
 
 def units_of(kernel_set: str) -> list:
     """The units (kernel_set.Unit) of a kernel set; PlanError for an unknown one."""
-    ks = _paths.kernel_set()
     try:
-        return ks.resolve(kernel_set)[1]
-    except ks.KernelSetError as e:
+        return kernel_sets.resolve(kernel_set)[1]
+    except kernel_sets.KernelSetError as e:
         raise PlanError(str(e)) from None
 
 
@@ -181,10 +182,12 @@ def shard_count(os_name: str, group: str, kernel_set: str = "release", runner: R
     Raises PlanError when even one unit per shard exceeds it (a unit alone is too slow for the runner).
     """
     runner = runner or default_runner()
-    ks = _paths.kernel_set()
     units = units_of(kernel_set)
     for n in range(1, len(units) + 1):
-        if max(shard_job_minutes(os_name, group, s, runner) for s in ks.split_shards(units, n)) <= TARGET_MINUTES:
+        if (
+            max(shard_job_minutes(os_name, group, s, runner) for s in kernel_sets.split_shards(units, n))
+            <= TARGET_MINUTES
+        ):
             return n
     worst = max(units, key=lambda u: u.seconds)
     raise PlanError(

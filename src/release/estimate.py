@@ -31,7 +31,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import _paths, checksums, compile_model, manifest, progress
+from kernels import kernel_set as kernel_sets
+
+from . import checksums, compile_model, manifest, progress
 
 LONG_SECONDS = 30 * 60  # the issue's threshold: a build predicted longer than this offers cheaper commands
 SPEED_FILE = "build_speed.json"
@@ -300,4 +302,4 @@ def sass_count(group: str, cuda_archs: list[int]) -> int:
 
 def units_of(kernel_set: str) -> list:
     """The units of a kernel set (kernel_set.resolve), heaviest first."""
-    return _paths.kernel_set().resolve(kernel_set)[1]
+    return kernel_sets.resolve(kernel_set)[1]

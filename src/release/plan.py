@@ -49,7 +49,9 @@ import os
 import sys
 from dataclasses import asdict
 
-from . import _paths, manifest, matrix
+from kernels import kernel_set as kernel_sets
+
+from . import manifest, matrix
 from .compile_model import (
     GATHER_OS,
     LIMIT_MINUTES,
@@ -136,7 +138,6 @@ def plan(
     wheel serves (an entry's ``torches``), so a stable-ABI wheel for five torches counts five.
     """
     runner = runner or default_runner()
-    ks = _paths.kernel_set()
     units = units_of(kernel_set)
     if entries is None:
         entries = matrix.build_matrix(kernel_set=kernel_set, torch_abi=torch_abi)["include"]
@@ -149,7 +150,7 @@ def plan(
         n = shard_count(os_name, group, kernel_set, runner)
         shards[bid] = n
         names = []
-        for k, part in enumerate(ks.split_shards(units, n), start=1):
+        for k, part in enumerate(kernel_sets.split_shards(units, n), start=1):
             names.append(f"kernels-{bid}-{k}of{n}")
             minutes = shard_job_minutes(os_name, group, part, runner)
             jobs.append(
@@ -230,8 +231,7 @@ def predict_check(check: dict) -> float:
     units = units_of(check["kernel_set"])
     order = check.get("start_order")  # a build that started its units in another order than heaviest first
     if order:
-        ks = _paths.kernel_set()
-        units = [ks.parse_unit(name) for name in order]
+        units = [kernel_sets.parse_unit(name) for name in order]
     sass = int(check["sass_targets"])
     cpu = [unit_cpu_seconds(u, sass, runner) for u in units]
     return compile_wall_seconds(cpu, [float(s) for s in check["other_seconds"]], runner, sass + 1, not order)

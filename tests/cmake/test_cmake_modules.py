@@ -469,9 +469,9 @@ def fake_upstream_tree(root: Path) -> Path:
     """The four upstream headers generate_units.py inspects, with the names it looks for."""
     src = root / "csrc" / "flash_attn" / "src"
     src.mkdir(parents=True)
-    from release import _paths
+    from kernels import kernel_set
 
-    dims = " ".join(str(d) for d in _paths.kernel_set().HEAD_DIMS)
+    dims = " ".join(str(d) for d in kernel_set.HEAD_DIMS)
     (src / "flash.h").write_text("Flash_fwd_params Flash_bwd_params run_mha_fwd_splitkv_dispatch\n")
     (src / "flash_fwd_launch_template.h").write_text(" ".join(f"run_mha_fwd_hdim{d}" for d in dims.split()))
     (src / "flash_bwd_launch_template.h").write_text(" ".join(f"run_mha_bwd_hdim{d}" for d in dims.split()))

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from release import _paths, builder, compile_model, errors, estimate, progress
+from kernels import kernel_set as ks
+from release import builder, compile_model, errors, estimate, progress
 
-ks = _paths.kernel_set()
 HEAVY, LIGHT = "bwd_hdim128_fp16", "fwd_hdim64_fp16_causal"  # 266 s and 112 s on the reference host
 OBJ = "[{}/3] Building CUDA object CMakeFiles/flash_attn_kernels.dir/kernels/units/{}.cu.o"
 

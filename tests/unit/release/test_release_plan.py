@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from release import _paths, compile_model, matrix, plan
-
-ks = _paths.kernel_set()
+from kernels import kernel_set as ks
+from release import compile_model, matrix, plan
 
 
 @pytest.fixture(scope="module")

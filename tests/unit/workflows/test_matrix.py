@@ -359,9 +359,9 @@ def test_cli_stage_output(capsys):
 
 
 def _kernel_set():
-    from release import _paths
+    from kernels import kernel_set
 
-    return _paths.kernel_set()
+    return kernel_set
 
 
 def test_stable_entries_name_the_newest_torch_they_serve_for_the_second_smoke_test():
