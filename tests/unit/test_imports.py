@@ -1,4 +1,4 @@
-"""The import structure of src/ and flash_attn/, read with ast (nothing is imported).
+"""The import structure of src/ and flash_attn/, read with ast (nothing is imported), and the module index.
 
 - No import cycle among the modules of src/release, counting the imports inside functions (the
   way a cycle hides).
@@ -6,11 +6,13 @@
   ``importlib.import_module``, ``__import__``, ``runpy``) or reached by a ``sys.path`` edit,
   except release._paths loading flash_attn/_label.py and flash_attn/_install.py (its docstring says
   why: they ship inside ``flash_attn``, whose ``__init__`` loads the native library).
+- src/release/__init__.py's module index names every module of the package once.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,12 @@ def test_the_load_finder_sees_importlib_and_sys_path(tmp_path):
         "sys.path.insert(0, 'src/kernels')\n"
     )
     assert [what for _, what, _ in _hidden_loads(f)] == ["import_module", "spec_from_file_location", "sys.path.insert"]
+
+
+def test_the_package_docstring_lists_every_release_module_once():
+    index = re.findall(r"^- :mod:`release\.(\w+)`", (RELEASE / "__init__.py").read_text(encoding="utf-8"), re.M)
+    modules = sorted(p.stem for p in RELEASE.glob("*.py") if p.stem != "__init__")
+    assert sorted(index) == modules, (
+        f"missing {sorted(set(modules) - set(index))}, extra {sorted(set(index) - set(modules))}"
+    )
+    assert len(index) == len(set(index))
