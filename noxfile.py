@@ -64,25 +64,25 @@ def wheel_custom(session: nox.Session) -> None:
 @nox.session(venv_params=SHARED)
 def kernels_blackwell(session: nox.Session) -> None:
     """Compile the blackwell kernel objects (or one shard: -- --shard K/N) into a kernels archive."""
-    _release(session, "kernels", "build", "--arch-group", "blackwell")
+    _release(session, "archives", "build", "--arch-group", "blackwell")
 
 
 @nox.session(venv_params=SHARED)
 def kernels_legacy(session: nox.Session) -> None:
     """Compile the legacy kernel objects (or one shard: -- --shard K/N) into a kernels archive."""
-    _release(session, "kernels", "build", "--arch-group", "legacy")
+    _release(session, "archives", "build", "--arch-group", "legacy")
 
 
 @nox.session(venv_params=SHARED)
 def kernels_custom(session: nox.Session) -> None:
     """Compile the kernel objects for -- --cuda-archs 80,90 (or one shard: --shard K/N)."""
-    _release(session, "kernels", "build", "--arch-group", "custom")
+    _release(session, "archives", "build", "--arch-group", "custom")
 
 
 @nox.session(venv_backend="none")
 def kernels_gather(session: nox.Session) -> None:
     """Check shard archives and merge them into one (-- kernels/kernels-*-shard* [--out kernels/])."""
-    session.run(sys.executable, "-m", "release.kernels", "gather", *session.posargs, env=ENV)  # stdlib only
+    session.run(sys.executable, "-m", "release.archives", "gather", *session.posargs, env=ENV)  # stdlib only
 
 
 @nox.session(venv_params=SHARED)
@@ -136,7 +136,7 @@ def _bench(session: nox.Session, script: str, default_out: str) -> None:
 def bench_kernels(session: nox.Session) -> None:
     """GPU: flash_attn vs torch SDPA (flash, cuDNN, efficient) latency and TFLOP/s (-- [--build LABEL=PATH])."""
     # Needs only the machine's torch. Without --build it times the flash_attn this venv imports.
-    _bench(session, "kernels.py", str(ROOT / "reports" / "bench_kernels"))
+    _bench(session, "latency.py", str(ROOT / "reports" / "bench_kernels"))
 
 
 @nox.session(venv_params=SHARED)

@@ -29,7 +29,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from release import _paths
+from kernels import kernel_set as _kernel_set
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 KERNELS_DIR = REPO_ROOT / "src" / "kernels"
@@ -38,9 +38,9 @@ LIBRARY_ENV = "FLASH_ATTN_LIB"
 
 
 def kernel_set():
-    """src/kernels/kernel_set.py (the single definition of unit names), the module ``kernel_set``
-    the release tooling uses too (``release._paths.kernel_set``)."""
-    return _paths.kernel_set()
+    """src/kernels/kernel_set.py (the single definition of unit names), ``kernels.kernel_set`` as
+    the release tooling imports it."""
+    return _kernel_set
 
 
 # -- statistics ----------------------------------------------------------------------------------

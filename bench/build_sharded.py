@@ -5,12 +5,12 @@
     python bench/build.py --out DIR --sharded NxM [--kernel-set dev] [--archs 90] [--sdist PATH]
                           [--only sharded|unsharded|both|report]
 
-sharded    the N shard builds run at once, each ``python -m release.kernels build --shard K/N
-           --jobs M`` in its own build root (DIR/sharded/root-K); then ``release.kernels gather``,
+sharded    the N shard builds run at once, each ``python -m release.archives build --shard K/N
+           --jobs M`` in its own build root (DIR/sharded/root-K); then ``release.archives gather``,
            then ``release.wheels --kernels <gathered> --no-smoke`` links the wheel (N*M jobs).
            Recorded: each shard's wall seconds, the shard phase (the slowest shard), the gather
            and the link, and each shard's predicted seconds from the cost model
-           (``kernel_set.split_shards``, ``release.plan.compile_wall_seconds`` on a share of the
+           (``kernel_set.split_shards``, ``release.compile_model.compile_wall_seconds`` on a share of the
            machine: M cores, 1/N of its memory) beside the measured ones (the model's error).
            The wheel is copied to DIR/wheel/ and its path printed.
 unsharded  one ``release.wheels --no-smoke`` build of the same set with N*M jobs in DIR/unsharded/.
@@ -35,7 +35,7 @@ from pathlib import Path
 import bench_common as bc
 import machine
 
-from release import plan
+from release import compile_model
 
 REPO = bc.REPO_ROOT
 PARTS = ("sharded", "unsharded")
@@ -61,14 +61,14 @@ def _common(kernel_set: str, archs: list[str], sdist: str | None) -> list[str]:
 
 
 def shard_command(python: str, k: int, n: int, jobs: int, kernel_set: str, archs, sdist, root: Path, out: Path):
-    """The command of shard k of n: ``python -m release.kernels build --shard k/n --jobs M``."""
-    return [python, "-m", "release.kernels", "build", *_common(kernel_set, archs, sdist), "--shard", f"{k}/{n}",
+    """The command of shard k of n: ``python -m release.archives build --shard k/n --jobs M``."""
+    return [python, "-m", "release.archives", "build", *_common(kernel_set, archs, sdist), "--shard", f"{k}/{n}",
             "--jobs", str(jobs), "--build-root", str(root), "--out", str(out)]  # fmt: skip
 
 
 def gather_command(python: str, shards: list[Path], out: Path) -> list[str]:
-    """``python -m release.kernels gather SHARD... --out OUT``."""
-    return [python, "-m", "release.kernels", "gather", *map(str, shards), "--out", str(out)]
+    """``python -m release.archives gather SHARD... --out OUT``."""
+    return [python, "-m", "release.archives", "gather", *map(str, shards), "--out", str(out)]
 
 
 def wheel_command(python: str, jobs: int, kernel_set: str, archs, sdist, root: Path, out: Path, kernels=None):
@@ -91,13 +91,13 @@ def fake(cmd: list[str]) -> list[str]:
 
 
 def _fake_step(argv: list[str]) -> int:
-    """Stub of `python -m release.kernels build|gather` / `release.wheels`: the outputs, no compiler."""
+    """Stub of `python -m release.archives build|gather` / `release.wheels`: the outputs, no compiler."""
     out = Path(argv[argv.index("--out") + 1])
     time.sleep(float(os.environ.get("FLASH_ATTN_BENCH_SHARDED_FAKE_S", "0.2")))
-    if argv[0] == "release.kernels" and argv[1] == "build":
+    if argv[0] == "release.archives" and argv[1] == "build":
         k, n = argv[argv.index("--shard") + 1].split("/")
         (out / f"kernels-custom-fake-000000000000-shard{k}of{n}").mkdir(parents=True, exist_ok=True)
-    elif argv[0] == "release.kernels":
+    elif argv[0] == "release.archives":
         (out / "kernels-custom-fake-000000000000").mkdir(parents=True, exist_ok=True)
     else:
         out.mkdir(parents=True, exist_ok=True)
@@ -113,7 +113,7 @@ def predicted_shards(kernel_set: str, archs: list[str], n: int, jobs: int, memor
     """Predicted wall seconds of each of n shards (list of {shard, units, predicted_seconds}).
 
     The split is ``kernel_set.split_shards`` (what the shard builds compile); each shard's time is
-    ``release.plan.compile_wall_seconds`` of its units (``Unit.seconds`` x SASS targets x `speed`,
+    ``release.compile_model.compile_wall_seconds`` of its units (``Unit.seconds`` x SASS targets x `speed`,
     1.0 = the H200 reference host) plus, in shard 1, the dispatch (``release_plan.dispatch_seconds``
     per SASS target, given for a runner core, so divided by the runner's speed factor), on a share
     of the machine: `jobs` cores and `memory_gib` / n.
@@ -121,12 +121,12 @@ def predicted_shards(kernel_set: str, archs: list[str], n: int, jobs: int, memor
     ks = bc.kernel_set()
     units = ks.resolve(kernel_set)[1]
     sass = len(archs)
-    share = plan.Runner(jobs, memory_gib / n, speed)
-    dispatch = plan.DISPATCH_SECONDS * sass * speed / plan.default_runner().speed_factor
+    share = compile_model.Runner(jobs, memory_gib / n, speed)
+    dispatch = compile_model.DISPATCH_SECONDS * sass * speed / compile_model.default_runner().speed_factor
     rows = []
     for i, shard in enumerate(ks.split_shards(units, n), start=1):
-        cpu = [plan.unit_cpu_seconds(u, sass, share) for u in shard]
-        seconds = plan.compile_wall_seconds(cpu, [dispatch] if i == 1 else [], share, sass + 1)
+        cpu = [compile_model.unit_cpu_seconds(u, sass, share) for u in shard]
+        seconds = compile_model.compile_wall_seconds(cpu, [dispatch] if i == 1 else [], share, sass + 1)
         rows.append({"shard": i, "units": [u.name for u in shard], "predicted_seconds": round(seconds, 1)})
     return rows
 
@@ -257,12 +257,12 @@ def run_unsharded(out: Path, n: int, m: int, kernel_set: str, archs: list[str], 
     shutil.rmtree(base, ignore_errors=True)
     cmd = wrap(wheel_command(sys.executable, n * m, kernel_set, archs, sdist, base / "root", base / "dist"))
     r = run_one("unsharded", cmd, base / "logs", env)
-    share = plan.Runner(n * m, _memory_gib(), 1.0)
+    share = compile_model.Runner(n * m, _memory_gib(), 1.0)
     units = bc.kernel_set().resolve(kernel_set)[1]
     sass = len(archs)
-    other = [plan.DISPATCH_SECONDS * sass / plan.default_runner().speed_factor]
-    predicted = plan.compile_wall_seconds(
-        [plan.unit_cpu_seconds(u, sass, share) for u in units], other, share, sass + 1
+    other = [compile_model.DISPATCH_SECONDS * sass / compile_model.default_runner().speed_factor]
+    predicted = compile_model.compile_wall_seconds(
+        [compile_model.unit_cpu_seconds(u, sass, share) for u in units], other, share, sass + 1
     )
     rec = {"part": "unsharded", "jobs": n * m, "kernel_set": kernel_set, "archs": archs}
     rec.update(wall_seconds=r["seconds"], predicted_kernels_seconds=round(predicted, 1), log=r["log"])

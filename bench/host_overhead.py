@@ -1,6 +1,6 @@
 """Per-call host overhead of the public flash_attn functions, beside their raw operators and SDPA.
 
-Used by ``bench/kernels.py --host-overhead`` (one run, the same tensors for every
+Used by ``bench/latency.py --host-overhead`` (one run, the same tensors for every
 implementation). Each sample is ``--host-calls`` (default 300) back-to-back calls between two
 ``torch.cuda.synchronize()``, wall time by ``time.perf_counter``, divided by the number of calls;
 every implementation of a case gets ``--host-repeats`` (default 15) samples, interleaved: sample

@@ -7,7 +7,7 @@ operator itself costs little more than the dispatcher), binds them as the loader
 library, and times, per call, each public function against its raw operator handle with the
 arguments the function passes. ``api - raw`` is then what ``flash_attn_interface.py``,
 ``_autograd.py`` and ``_checks.py`` add per call: the number that the GPU benchmark
-(``bench/kernels.py --host-overhead``) measures as "api - raw us", without the GPU's noise.
+(``bench/latency.py --host-overhead``) measures as "api - raw us", without the GPU's noise.
 
 The cases are the shapes of bench/host_overhead.py (fp16 on the CPU; the fakes allocate empty
 outputs, so the shape only matters for the allocations). Timing: ``--calls`` back-to-back calls

@@ -275,17 +275,13 @@ def is_stable(info: Mapping[str, Any]) -> bool:
 def local_label(info: Mapping[str, Any], group: str | None = None) -> str:
     """Local version label of the wheel this build info describes, for ``group`` (default: its own).
 
-    The spelling is :func:`flash_attn._label.local_label`'s, e.g. ``cu130torch2.14.1cxx11abitrue.legacy.rev1``
-    (plus ``.ci`` etc. for a kernel set other than release, so the name of the other group's wheel
-    keeps this wheel's set); the CUDA is the build's toolkit (``cuda_version``), else torch's
-    (``torch_cuda_version``).
+    :func:`flash_attn._label.label_of`, e.g. ``cu130torch2.14.1cxx11abitrue.legacy.rev1`` (plus ``.ci``
+    etc. for a kernel set other than release, so the name of the other group's wheel keeps this
+    wheel's set); never raises for a label-unsafe field: without a CUDA version, or with a set name
+    that is no label segment, it still names torch, ABI and group.
     """
-    group = group or info["group"]
-    cuda = info.get("cuda_version") if cuda_tag(info.get("cuda_version")) else info.get("torch_cuda_version")
-    abi = bool(info.get("cxx11_abi", True))
-    kernel_set = str(info.get("kernel_set") or _label.RELEASE_KERNEL_SET)
-    how = {"torch_abi": _label.torch_abi(info), "torch_min": info.get("torch_min")}
     try:
-        return _label.local_label(cuda, info["torch_version"], abi, group, kernel_set, **how)
-    except ValueError:  # no CUDA version, or a set name that is no label segment: still name torch, ABI, group
-        return _label.local_label("0.0", info["torch_version"], abi, group, **how).replace("cu00", "cu", 1)
+        return _label.label_of(info, group)
+    except ValueError:
+        plain = {**info, "cuda_version": "0.0", "kernel_set": _label.RELEASE_KERNEL_SET}
+        return _label.label_of(plain, group).replace("cu00", "cu", 1)

@@ -124,6 +124,29 @@ def local_label(
     return label if kernel_set == RELEASE_KERNEL_SET else f"{label}.{kernel_set}"
 
 
+def label_of(info: Mapping[str, Any], group: str | None = None) -> str:
+    """The label of the wheel a build info describes, for ``group`` (default: its own): the one way a
+    build info becomes a :func:`local_label`, used by the runtime (``flash_attn._build_info.local_label``,
+    which names the other group's wheel) and the release tooling (``release.tagging.local_label``).
+
+    The CUDA is the build's toolkit (``cuda_version``), else torch's (``torch_cuda_version``); a
+    missing ``cxx11_abi`` is true and a missing ``kernel_set`` is release (the release tooling
+    refuses a build info without them before asking). Raises KeyError without ``torch_version`` or
+    ``group``, ValueError as :func:`local_label` does.
+    """
+    group = group or info["group"]
+    cuda = info.get("cuda_version") if cuda_tag(info.get("cuda_version")) else info.get("torch_cuda_version")
+    return local_label(
+        cuda,
+        info["torch_version"],
+        bool(info.get("cxx11_abi", True)),
+        group,
+        str(info.get("kernel_set") or RELEASE_KERNEL_SET),
+        torch_abi=torch_abi(info),
+        torch_min=info.get("torch_min"),
+    )
+
+
 def swap_group(label: str, own: str, group: str) -> str | None:
     """``label`` with its arch-group segment ``own`` (the one right before ``rev<REVISION>``)
     replaced by ``group``: ``cu130torch2.14.1cxx11abitrue.legacy.rev1.ci`` -> ``...blackwell.rev1.ci``.

@@ -15,7 +15,7 @@ Usage (on a GPU machine, the wheel importable; bench/ is found beside this file)
 
     python3 lab/host_profile.py [--case "B1 H8 S256"] [--calls 200] [--rows 18]
 
-Exits 0 when every implementation ran, 1 otherwise; it checks no target (bench/kernels.py
+Exits 0 when every implementation ran, 1 otherwise; it checks no target (bench/latency.py
 --host-overhead does).
 """
 

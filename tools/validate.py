@@ -701,7 +701,7 @@ def render_markdown(report: dict) -> str:
         "median)",
         "",
         "FLOPs: forward 4·B·H·S²·D, halved for causal; fwd+bwd 3.5 × forward (upstream's benchmark convention; "
-        "bench/kernels.py defaults to 2.5 ×, see docs/benchmarks.md).",
+        "bench/latency.py defaults to 2.5 ×, see docs/benchmarks.md).",
         "",
         "| case | fwd ms | fwd TFLOP/s | fwd+bwd ms | fwd+bwd TFLOP/s | SDPA flash fwd ms | status |",
         "|---|---|---|---|---|---|---|",

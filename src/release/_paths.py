@@ -1,4 +1,14 @@
-"""Paths of this checkout, and access to src/kernels/kernel_set.py and flash_attn/_label.py without copying them."""
+"""Paths of this checkout, and the two runtime modules the release tooling shares with the wheel.
+
+flash_attn/_label.py (the local version label) and flash_attn/_install.py (which index serves which
+wheel) ship inside the wheel's ``flash_attn`` package, and the release tooling must spell names the
+same way, from this checkout's copy. A normal import cannot reach them: ``import flash_attn._label``
+runs ``flash_attn/__init__.py``, which loads the native library (and, in a smoke or validate session,
+finds the installed wheel's copy instead of this one). So :func:`label` and :func:`install` load those
+two stdlib-only files by path: the only modules the release tooling loads that way
+(tests/unit/test_imports.py checks it). The kernel sets are a plain import: ``from kernels import
+kernel_set`` (src/kernels/__init__.py).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +21,6 @@ from types import ModuleType
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SRC_DIR = REPO_ROOT / "src"
-KERNEL_SET_PY = SRC_DIR / "kernels" / "kernel_set.py"
 VERSION_PY = REPO_ROOT / "flash_attn" / "_version.py"
 LABEL_PY = REPO_ROOT / "flash_attn" / "_label.py"
 INSTALL_PY = REPO_ROOT / "flash_attn" / "_install.py"
@@ -28,18 +37,6 @@ def _load_file(name: str, path: Path) -> ModuleType:
     sys.modules[name] = module  # dataclasses look the module up while the class is created
     spec.loader.exec_module(module)
     return module
-
-
-@cache
-def kernel_set() -> ModuleType:
-    """src/kernels/kernel_set.py as the module ``kernel_set`` (the single definition of the kernel sets).
-
-    ``kernel_set`` is its name everywhere: src/kernels/generate_units.py, which CMake runs as a
-    script, imports it from its own folder under that name, and so do the tests (src/kernels is on
-    pytest's pythonpath); an already imported ``kernel_set`` is returned as it is. Loaded by path
-    because the release package needs only ``PYTHONPATH=src``.
-    """
-    return _load_file("kernel_set", KERNEL_SET_PY)
 
 
 @cache

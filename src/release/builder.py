@@ -1,6 +1,6 @@
-"""Run one wheel build: ``python -m build --wheel --no-isolation`` into a keyed build directory.
+"""Run one wheel build: ``python -m build --wheel --no-isolation`` into its build directory (release.build_dirs).
 
-scikit-build-core gets ``-C build-dir=<keyed dir>`` and every CMake option as
+scikit-build-core gets ``-C build-dir=<build dir>`` and every CMake option as
 ``-C cmake.define.NAME=VALUE``. The output is streamed: all of it into
 ``<build dir>/flash_attn_build.log``; on the console the configure decisions
 (``-- flash_attn: ...``), errors, and one progress line per finished Ninja edge (units done /

@@ -5,13 +5,13 @@ machine unless told otherwise (:func:`choose`): the SMs of its GPUs, or without 
 for one SM, never on its own a build predicted over 30 minutes. It prints the predicted cost
 (release.estimate) and runs::
 
-    pip install --no-build-isolation -e . -Ceditable.rebuild=true -Cbuild-dir=<keyed dir> \\
+    pip install --no-build-isolation -e . -Ceditable.rebuild=true -Cbuild-dir=<build dir> \\
         -Ccmake.define.FLASH_ATTN_...=...
 
 into the running environment (nox: ``.nox/dev``, kept between runs). scikit-build-core then
 re-runs the Ninja build whenever ``import flash_attn`` happens in that environment, so editing a
 source under src/ and importing again recompiles just what changed. The build directory is the
-keyed one the wheel sessions use (``build/legacy-dev-torch2.14.1-cu130-gcc12``), so a wheel
+one the wheel sessions use (release.build_dirs: ``build/legacy-dev-torch2.14.1-cu130-gcc12``), so a wheel
 session with the same group and kernel set reuses the developer's objects and vice versa.
 """
 
@@ -22,7 +22,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from . import _paths, build_key, builder, estimate, options, plan, toolchain
+from . import _paths, build_dirs, builder, compile_model, estimate, options, prepare, toolchain
 from .errors import run_main
 
 DEV_KERNEL_SET = "dev"  # the named set of head dims 64 and 128 (kernels.sets of build-manifest.json)
@@ -101,7 +101,7 @@ def dev_seconds(kernel_set: str, sass: int) -> float:
 
 def predict(units: list, sass: int, jobs: int | None = None):
     """The estimate.Prediction of an editable build: the units, the dispatch and the binding in one build."""
-    other = [plan.DISPATCH_SECONDS * sass, plan.BINDING_SECONDS]
+    other = [compile_model.DISPATCH_SECONDS * sass, compile_model.BINDING_SECONDS]
     return estimate.predict("editable build (kernels, dispatch, binding)", units, sass, other, jobs)
 
 
@@ -127,19 +127,18 @@ def main(argv: list[str] | None = None, probe=toolchain.probe, visible=None) -> 
         choice = choose(group, archs, given_set, found, seconds=dev_seconds)
         ns.group, ns.cuda_archs, ns.kernel_set = choice.group, choice.cuda_archs or None, choice.kernel_set
         opts = options.from_namespace(ns)
-        set_name, units = opts.validate(check_out=False)
-        print(
-            f"release: dev build: arch group {opts.group}"
-            + (f" (sm_{', sm_'.join(map(str, opts.cuda_archs))})" if opts.cuda_archs else "")
-            + f", kernel set {set_name} ({len(units)} units): {choice.why}",
-            flush=True,
-        )
-        if opts.torch_version:
-            toolchain.ensure_torch(opts.torch_version)
-        tc = probe()
-        toolchain.check(tc, want_torch=opts.torch_version)
-        opts.validate_toolchain(tc.cuda_version)
-        bdir = build_key.build_dir(
+
+        def announce(set_name: str, units: list) -> None:
+            print(
+                f"release: dev build: arch group {opts.group}"
+                + (f" (sm_{', sm_'.join(map(str, opts.cuda_archs))})" if opts.cuda_archs else "")
+                + f", kernel set {set_name} ({len(units)} units): {choice.why}",
+                flush=True,
+            )
+
+        ready = prepare.prepare(opts, need_torch=True, check_out=False, probe=probe, before_probe=announce)
+        set_name, units, tc = ready.set_name, ready.units, ready.tc
+        bdir = build_dirs.build_dir(
             opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
         )
         sass = estimate.sass_count(opts.group, opts.cuda_archs)

@@ -2,7 +2,7 @@
 
 Every build (``nox -s wheel_*``, ``kernels_*``, ``dev``) prints, before anything compiles, the
 predicted wall time and peak memory of its compile steps (:func:`predict`, :func:`render`). The
-model is the release plan's (``release.plan.compile_schedule``: each unit's manifest cost
+model is the release plan's (``release.compile_model.compile_schedule``: each unit's manifest cost
 ``unit_costs`` x SASS targets x speed factor, nvcc jobs and ``--threads`` as CMake sizes them, a
 list schedule heaviest unit first); this module only fills in this machine: its cores, its
 available memory (``/proc/meminfo`` MemAvailable, as CMake's AVAILABLE_PHYSICAL_MEMORY; elsewhere
@@ -31,13 +31,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import _paths, checksums, manifest, plan, progress
+from kernels import kernel_set as kernel_sets
+
+from . import checksums, compile_model, manifest, progress
 
 LONG_SECONDS = 30 * 60  # the issue's threshold: a build predicted longer than this offers cheaper commands
 SPEED_FILE = "build_speed.json"
 KEEP_RECORDS = 5  # the speed factor is the median of this machine's last 5 measured builds
 MIN_RECORD_SECONDS = 60.0  # shorter builds are dominated by configure noise: not recorded
-RUNNER_SPEED = float(plan._PLAN["runner"]["speed_factor"])  # the speed of plan.BINDING_SECONDS / DISPATCH_SECONDS
+RUNNER_SPEED = float(compile_model._PLAN["runner"]["speed_factor"])  # the speed of BINDING_SECONDS, DISPATCH_SECONDS
 VISIBLE_SMS_ENV = "FLASH_ATTN_VISIBLE_SMS"  # e.g. "89" or "80,90"; "none": no GPU (tests, CI, a GPU-less host)
 
 
@@ -60,7 +62,7 @@ def available_memory_gib() -> float:
                 return int(line.split()[1]) / 2**20
     except (OSError, ValueError, IndexError):
         pass
-    return plan.total_memory_bytes() / 2**30
+    return compile_model.total_memory_bytes() / 2**30
 
 
 def visible_sms(env=None) -> list[int] | None:
@@ -178,7 +180,7 @@ class Prediction:
     @property
     def peak_memory_gib(self) -> float:
         parallel = min(self.jobs, max(len(self.unit_finish), 1) * self.threads)
-        return parallel * plan.NVCC_MEMORY_GIB
+        return parallel * compile_model.NVCC_MEMORY_GIB
 
     def eta(self, elapsed: float, finished: dict[str, float]) -> float:
         """Seconds left: :meth:`expected_total` - elapsed, at least 0 (0 while running past it)."""
@@ -202,22 +204,22 @@ class Prediction:
         return self.wall_seconds * ratio
 
 
-def runner_here(jobs: int | None = None, env=None) -> tuple[plan.Runner, str, int]:
-    """(this machine as a plan.Runner, the speed factor's source, nvcc jobs: ``--jobs`` or the plan's rule)."""
+def runner_here(jobs: int | None = None, env=None) -> tuple[compile_model.Runner, str, int]:
+    """(this machine as a compile_model.Runner, the speed factor's source, nvcc jobs: ``--jobs`` or the plan's rule)."""
     factor, source = speed_factor(env)
-    runner = plan.Runner(os.cpu_count() or 1, available_memory_gib(), factor)
+    runner = compile_model.Runner(os.cpu_count() or 1, available_memory_gib(), factor)
     return runner, source, jobs or runner.jobs
 
 
 def predict(what: str, units: list, sass: int, other_seconds: list[float], jobs: int | None = None, env=None):
     """The :class:`Prediction` of a step compiling `units` (kernel_set.Unit) for `sass` SASS targets
-    (+ one PTX) plus edges of `other_seconds` (runner-core seconds: plan.BINDING_SECONDS, DISPATCH_SECONDS)."""
+    (+ one PTX) plus edges of `other_seconds` (runner-core seconds: compile_model.BINDING_SECONDS, DISPATCH_SECONDS)."""
     runner, source, n_jobs = runner_here(jobs, env)
     # the same machine with the memory that gives Runner.jobs == n_jobs (--jobs above the cores: the cores)
-    sized = plan.Runner(runner.cores, n_jobs * plan.NVCC_MEMORY_GIB, runner.speed_factor)
-    cpu = [plan.unit_cpu_seconds(u, sass, runner) for u in units]
+    sized = compile_model.Runner(runner.cores, n_jobs * compile_model.NVCC_MEMORY_GIB, runner.speed_factor)
+    cpu = [compile_model.unit_cpu_seconds(u, sass, runner) for u in units]
     other = [s * runner.speed_factor / RUNNER_SPEED for s in other_seconds]
-    wall, finish, _, threads = plan.compile_schedule(cpu, other, sized, sass + 1)
+    wall, finish, _, threads = compile_model.compile_schedule(cpu, other, sized, sass + 1)
     return Prediction(
         what=what,
         wall_seconds=wall,
@@ -234,14 +236,14 @@ def predict(what: str, units: list, sass: int, other_seconds: list[float], jobs:
 
 def kernels_step(units: list, sass: int, dispatch: bool = True, jobs: int | None = None, env=None) -> Prediction:
     """The kernels build (the units, and the dispatch in a whole set or shard 1), or a shard of it."""
-    other = [plan.DISPATCH_SECONDS * sass] if dispatch else []
+    other = [compile_model.DISPATCH_SECONDS * sass] if dispatch else []
     what = f"kernels ({len(units)} unit{'s' * (len(units) != 1)} x {sass} SASS target{'s' * (sass != 1)} + PTX)"
     return predict(what, units, sass, other, jobs, env)
 
 
 def binding_step(jobs: int | None = None, env=None) -> Prediction:
     """The binding build and link against a kernels archive (no kernel unit)."""
-    return predict("binding and link", [], 1, [plan.BINDING_SECONDS], jobs, env)
+    return predict("binding and link", [], 1, [compile_model.BINDING_SECONDS], jobs, env)
 
 
 def cheaper_commands(kind: str, group: str, kernel_set: str, units: int, here: list[int] | None) -> list[str]:
@@ -267,7 +269,7 @@ def render(steps: list[Prediction], cheaper=None, stream=None) -> str:
     lines = [
         f"release: predicted cost on this machine: {progress.format_seconds(total)} wall, at most "
         f"{max(p.peak_memory_gib for p in steps):.0f} GiB memory ({first.jobs} parallel nvcc x "
-        f"{plan.NVCC_MEMORY_GIB:g} GiB; {first.cores} cores, {first.memory_gib:.1f} GiB available)"
+        f"{compile_model.NVCC_MEMORY_GIB:g} GiB; {first.cores} cores, {first.memory_gib:.1f} GiB available)"
     ]
     lines += [f"release:   {p.what}: {progress.format_seconds(p.wall_seconds)}" for p in steps]
     lines.append(f"release:   speed factor {first.speed_factor:g} x the reference host ({first.speed_source})")
@@ -300,4 +302,4 @@ def sass_count(group: str, cuda_archs: list[int]) -> int:
 
 def units_of(kernel_set: str) -> list:
     """The units of a kernel set (kernel_set.resolve), heaviest first."""
-    return _paths.kernel_set().resolve(kernel_set)[1]
+    return kernel_sets.resolve(kernel_set)[1]

@@ -14,7 +14,7 @@ to its jobs with ``fromJSON``. ``--stage`` picks the list:
   (none today); ``--torch-abi exact`` gives one per-torch wheel per (OS, group, CUDA, torch).
 - ``shards``: one entry per (OS, CUDA, group) and shard ``K/N``: the torch-free job that compiles
   that slice of the kernel set (``nox -s kernels_<group> -- --shard K/N``); N is the shard count
-  of release.plan (every shard job predicted within the job limit on a hosted runner).
+  of release.compile_model (every shard job predicted within the job limit on a hosted runner).
 - ``gather``: one entry per (OS, CUDA, group): the job that checks its N shard archives and writes
   the kernels archive the link jobs download (``nox -s kernels_gather``).
 
@@ -60,7 +60,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _paths, manifest
+from . import _paths, compile_model, manifest
 from .errors import ReleaseError, run_main
 
 _MANIFEST = manifest.load()
@@ -256,13 +256,11 @@ def _kernels_common(link: dict) -> dict:
 
 
 def shard_entries(links: list[dict]) -> list[dict]:
-    """The shard jobs of the (OS, CUDA, group) of `links`: N per build (release.plan.shard_count)."""
-    from . import plan  # plan reads this module's tables
-
+    """The shard jobs of the (OS, CUDA, group) of `links`: N per build (release.compile_model.shard_count)."""
     out = []
     for link in {kernels_build(e["os"], e["cuda"], e["group"]): e for e in links}.values():
         common = _kernels_common(link)
-        n = plan.shard_count(link["os"], link["group"], link["kernel_set"])
+        n = compile_model.shard_count(link["os"], link["group"], link["kernel_set"])
         for k in range(1, n + 1):
             session = f"kernels_{link['group']}"
             args = ["--kernel-set", link["kernel_set"], "--shard", f"{k}/{n}", "--cache", "sccache"]
@@ -283,13 +281,11 @@ def shard_entries(links: list[dict]) -> list[dict]:
 
 def gather_entries(links: list[dict]) -> list[dict]:
     """The gather job of each (OS, CUDA, group) of `links`: checks its shard archives, writes one."""
-    from . import plan
-
     out = []
     for link in {kernels_build(e["os"], e["cuda"], e["group"]): e for e in links}.values():
         common = _kernels_common(link)
         del common["container"]  # no compiler needed: the job runs on the runner itself
-        n = plan.shard_count(link["os"], link["group"], link["kernel_set"])
+        n = compile_model.shard_count(link["os"], link["group"], link["kernel_set"])
         out.append(
             {"name": f"gather-{common['build']}"}
             | common
@@ -435,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
 
     def body() -> int:
-        # MatrixError, and release.plan's PlanError (a job over the limit), are ReleaseErrors: exit 2
+        # MatrixError, and release.compile_model's PlanError (a job over the limit), are ReleaseErrors: exit 2
         matrix = build_matrix(
             args.os,
             args.group,

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernels import kernel_set as kernel_sets
+
 from . import _paths, arch_rules, checksums, manifest
 from .errors import ReleaseError
 
@@ -183,10 +185,9 @@ class BuildOptions:
                 f"{THRESHOLD_BELOW:g}, such as 8.0 (0: upstream's behaviour). A-1 lets the output grow by up to 2^T "
                 "before rescaling, and fp16 holds at most 65504 < 2^16 (docs/deltas.md)."
             )
-        ks = _paths.kernel_set()
         try:
-            resolved = ks.resolve(self.kernel_set)
-        except ks.KernelSetError as e:
+            resolved = kernel_sets.resolve(self.kernel_set)
+        except kernel_sets.KernelSetError as e:
             raise ReleaseError(f"kernel set: {e}") from None
         arch_rules.check_archs(self.group, self.cuda_archs)
         check_inputs(self.passthrough)
@@ -328,7 +329,7 @@ def check_build_info(info: dict, expected: dict[str, object], kernel_set: str, b
             ok = got == want
         if not ok:
             problems.append(f"{_INFO_OPTION.get(key, key)}: asked {want!r}, the build info says {got!r}")
-    set_name = _paths.kernel_set().resolve(kernel_set)[0]
+    set_name = kernel_sets.resolve(kernel_set)[0]
     if info.get("kernel_set") != set_name:
         problems.append(f"FLASH_ATTN_KERNEL_SET (--kernel-set): asked {set_name!r}, built {info.get('kernel_set')!r}")
     if problems:

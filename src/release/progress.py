@@ -28,7 +28,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import _paths, checksums
+from kernels import kernel_set as kernel_sets
+
+from . import checksums
 
 NINJA_LINE_RE = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)$")
 UNIT_PATH_RE = re.compile(r"kernels[/\\]units[/\\]([A-Za-z0-9_]+)\.cu\b")
@@ -41,11 +43,10 @@ OTHER_EDGE_COST = 0.2
 
 def unit_cost(name: str) -> float:
     """Relative compile cost of a unit name (``_align`` split-KV companions cost as their unit)."""
-    ks = _paths.kernel_set()
     base = name[: -len("_align")] if name.endswith("_align") else name
     try:
-        return ks.parse_unit(base).cost
-    except ks.KernelSetError:
+        return kernel_sets.parse_unit(base).cost
+    except kernel_sets.KernelSetError:
         return 1.0
 
 

@@ -492,10 +492,10 @@ def _shard_limit(manifest: Path) -> float:
     """A job limit whose target (the limit less the plan's margin) lies between the predicted 1-unit
     and 2-unit shard jobs: the 2-unit set splits in two, the 1-unit set stays one shard."""
     code = (
-        "from release import plan;import json;from release import _paths;ks=_paths.kernel_set();"
-        "u=ks.resolve('release')[1];r=plan.default_runner();"
-        "print(json.dumps([plan.shard_job_minutes('ubuntu-24.04','legacy',u[:1],r),"
-        "plan.shard_job_minutes('ubuntu-24.04','legacy',u,r),plan.MARGIN_PERCENT]))"
+        "from release import compile_model;import json;from kernels import kernel_set as ks;"
+        "u=ks.resolve('release')[1];r=compile_model.default_runner();"
+        "print(json.dumps([compile_model.shard_job_minutes('ubuntu-24.04','legacy',u[:1],r),"
+        "compile_model.shard_job_minutes('ubuntu-24.04','legacy',u,r),compile_model.MARGIN_PERCENT]))"
     )
     env = dict(os.environ, FLASH_ATTN_MANIFEST=str(manifest), PYTHONPATH=str(_paths.REPO_ROOT / "src"))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)

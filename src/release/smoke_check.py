@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import importlib
 import importlib.metadata
 import json
 import os
@@ -81,7 +80,8 @@ def main() -> int:
 
     @check("import flash_attn (the installed package)")
     def _():
-        pkg = importlib.import_module("flash_attn")
+        import flash_attn as pkg
+
         if getattr(pkg, "__file__", None) is None:
             where = list(pkg.__path__)
             raise RuntimeError(f"flash_attn is a namespace package ({where}): the wheel has no __init__.py")
@@ -174,8 +174,9 @@ def main() -> int:
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        extension = importlib.import_module("flash_attn_2_cuda")
-        api = importlib.import_module("flash_attn.flash_attn_interface")
+        import flash_attn_2_cuda as extension
+        from flash_attn import flash_attn_interface as api
+
         here = os.path.realpath(extension.__file__)
         assert here.startswith(os.path.realpath(sys.prefix)), f"imported {here}, not from the virtual environment"
         assert extension.fwd is api.flash_attn_gpu.fwd is api.flash_attn_cuda.fwd

@@ -117,10 +117,14 @@ def open_wheel(path: Path) -> Iterator[zipfile.ZipFile]:
         ) from None
 
 
+# The fields a wheel's build info must hold to be tagged (the label's fallbacks are for older runtimes' records).
+_LABEL_FIELDS = ("cuda_version", "torch_version", "cxx11_abi", "group", "kernel_set")
+
+
 def local_label(info: dict) -> str:
     """The local version label of a build info record, in PEP 440 normal form.
 
-    Spelled by flash_attn/_label.py (the runtime's definition, also used by release.matrix) from
+    flash_attn/_label.py's ``label_of`` (the runtime's definition, also used by release.matrix) of
     cuda_version, the torch version without its own local label, cxx11_abi, the arch group and
     the kernel set (a last segment unless it is ``release``). Raises ReleaseError when a field is
     missing or not label-safe.
@@ -128,13 +132,10 @@ def local_label(info: dict) -> str:
     from packaging.version import InvalidVersion, Version
 
     try:
-        labels = _paths.label()
-        torch = Version(info["torch_version"]).public
-        how = {"torch_abi": labels.torch_abi(info), "torch_min": info.get("torch_min")}
-        label = labels.local_label(
-            info["cuda_version"], torch, bool(info["cxx11_abi"]), info["group"], info["kernel_set"], **how
-        )
-        return Version(f"0+{label}").local
+        missing = [name for name in _LABEL_FIELDS if name not in info]
+        if missing:
+            raise KeyError(", ".join(missing))
+        return Version(f"0+{_paths.label().label_of(info)}").local
     except (KeyError, ValueError, InvalidVersion) as e:
         raise ReleaseError(f"cannot compute the local version label from build info {info}: {e}") from None
 

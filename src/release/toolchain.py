@@ -164,7 +164,7 @@ def check(tc: Toolchain, want_torch: str | None = None, need_torch: bool = True)
     """Raise ReleaseError when `tc` cannot build a wheel (or is not the torch asked for).
 
     need_torch=False checks only nvcc and the host compiler: the kernel objects compile without
-    torch (release.kernels)."""
+    torch (release.archives)."""
     if tc.nvcc and not tc.cuda_version:
         what = "does not exist" if not Path(tc.nvcc).exists() else "does not run as nvcc (no version from --version)"
         raise ReleaseError(

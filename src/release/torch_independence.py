@@ -29,7 +29,7 @@ import sys
 import venv
 from pathlib import Path
 
-from . import _paths, kernels, pins
+from . import _paths, archives, pins
 from .errors import CheckFailed, ReleaseError, run_main
 
 
@@ -58,7 +58,7 @@ def _run(py: Path, module: str, args: list[str], log: Path) -> str:
 def _objects(folder: Path) -> dict[str, str]:
     """{object file: sha256} of the one kernels archive in `folder` (a build's ``archive/`` or an --out)."""
     (archive,) = sorted(Path(folder).glob("kernels-*"))
-    return {o["file"]: o["sha256"] for o in kernels.load(archive).manifest["objects"]}
+    return {o["file"]: o["sha256"] for o in archives.load(archive).manifest["objects"]}
 
 
 def main(argv: list[str] | None = None) -> int:

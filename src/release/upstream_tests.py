@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kernels import kernel_set as kernel_sets
+
 from . import _paths, manifest, tagging, upstream
 from .errors import ReleaseError, run_main
 
@@ -35,7 +37,7 @@ PLUGIN = "release.upstream_tests_plugin"
 def complete_head_dims(info: dict) -> list[int]:
     """Head dims of which the build info's ``kernels`` hold every unit of the manifest (all kinds,
     dtypes, causal or not): the only ones upstream's tests can exercise without hitting a stub."""
-    units = _paths.kernel_set().all_units()
+    units = kernel_sets.all_units()
     want: dict[int, set] = {}
     for u in units:
         want.setdefault(u.head_dim, set()).add((u.kind, u.dtype, u.causal))

@@ -11,8 +11,8 @@ runs). In order, stopping at the first problem with a message that says what to 
 3. probe the toolchain (``release.toolchain``): nvcc present, torch a CUDA build of the same
    CUDA major, host compiler present; every arch buildable by this nvcc;
 4. compile the kernel objects, torch-free, in their own build directory shared by every torch
-   (``release.kernels``; skipped with ``--kernels ARCHIVE``), then build the binding against torch
-   and link it with those objects in the keyed build directory (``release.build_key``, created
+   (``release.archives``; skipped with ``--kernels ARCHIVE``), then build the binding against torch
+   and link it with those objects in its named build directory (``release.build_dirs``, created
    only now), every option passed explicitly, with progress and a summary of each step;
 5. compare the wheel's build info with the options asked for (a mismatch names the option),
    then tag it with its local version label (``release.tagging``; a stable-ABI wheel,
@@ -33,21 +33,21 @@ import sys
 from pathlib import Path
 
 from . import (
-    build_key,
+    archives,
+    build_dirs,
     builder,
     checksums,
     compile_cache,
     estimate,
-    kernels,
     locks,
     options,
     outputs,
+    prepare,
     progress,
     smoke,
     tagging,
-    toolchain,
 )
-from .errors import ReleaseError, run_main
+from .errors import run_main
 
 
 def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
@@ -72,39 +72,38 @@ def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
 
 
 def build_group(opts: options.BuildOptions, probe=None) -> Path:
-    """Steps 1-7 for one group; returns the published wheel. `probe` defaults to toolchain.probe."""
-    probe = probe or toolchain.probe
-    set_name, units = opts.validate()
-    print(f"release: arch group {opts.group}, kernel set {set_name} ({len(units)} units)", flush=True)
-    if opts.stable_torch_min():
-        print(f"release: torch ABI stable: one wheel for every torch >= {opts.stable_torch_min()}", flush=True)
-    if opts.torch_version:
-        toolchain.ensure_torch(opts.torch_version)
-    tc = probe()
-    toolchain.check(tc, want_torch=opts.torch_version)
-    opts.validate_toolchain(tc.cuda_version)
-    opts.validate_torch(tc.torch_version)
+    """Steps 1-7 for one group; returns the published wheel. `probe` defaults to toolchain.probe
+    (steps 1-3 are release.prepare)."""
+
+    def announce(set_name: str, units: list) -> None:
+        print(f"release: arch group {opts.group}, kernel set {set_name} ({len(units)} units)", flush=True)
+        if opts.stable_torch_min():
+            print(f"release: torch ABI stable: one wheel for every torch >= {opts.stable_torch_min()}", flush=True)
+
+    ready = prepare.prepare(opts, need_torch=True, probe=probe, before_probe=announce)
+    set_name, units, tc = ready.set_name, ready.units, ready.tc
     print(
         f"release: nvcc {tc.cuda_version} ({tc.nvcc}), torch {tc.torch_version} (CUDA {tc.torch_cuda_version}, "
         f"cxx11 ABI {tc.cxx11_abi}), {tc.compiler_id} {tc.compiler_version}",
         flush=True,
     )
-    bdir = build_key.build_dir(
+    bdir = build_dirs.build_dir(
         opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
     )
     steps = predict(opts, set_name, units)
     opts.build_root.mkdir(parents=True, exist_ok=True)
     kernels_summary = None
     if opts.kernels is None:
-        # Kernels first, torch-free, in a build folder every torch's wheel shares (release.kernels).
-        archive, kernels_summary = kernels.build(opts, tc, prediction=steps[0])
+        # Kernels first, torch-free, in a build folder every torch's wheel shares (release.archives).
+        archive, kernels_summary = archives.build(opts, tc, prediction=steps[0])
         print(f"release: kernels archive {archive}", flush=True)
         opts = dataclasses.replace(opts, kernels=archive)
+        ready = dataclasses.replace(ready, opts=opts)
     else:
-        kernels.load(opts.kernels)  # a damaged or edited manifest is refused before anything builds
+        archives.load(opts.kernels)  # a damaged or edited manifest is refused before anything builds
         print(f"release: linking the kernels archive {opts.kernels}; no kernel unit compiles", flush=True)
     with locks.hold_build_folder(bdir):
-        final, sidecar, result = _build_binding(opts, tc, bdir, steps[-1])
+        final, sidecar, result = _build_binding(ready, bdir, steps[-1])
     if kernels_summary is not None:
         progress.render_summary(kernels_summary, title=f"flash_attn {opts.group} kernels ({opts.kernels.parent.name})")
     progress.render_summary(result.summary, title=f"flash_attn {opts.group} binding and link ({bdir.name})")
@@ -114,11 +113,10 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
     return final
 
 
-def _build_binding(
-    opts: options.BuildOptions, tc, bdir: Path, prediction=None
-) -> tuple[Path, Path, builder.BuildResult]:
+def _build_binding(ready: prepare.Prepared, bdir: Path, prediction=None) -> tuple[Path, Path, builder.BuildResult]:
     """Steps 4 (binding and link) to 7 in the locked build folder `bdir`; returns (wheel, sidecar, result).
     `prediction` (release.estimate) of the binding and link drives the ETA."""
+    opts, tc = ready.opts, ready.tc
     staging = outputs.temp_dir(opts.build_root, ".staging-")
     try:
         with compile_cache.session(opts.cache) as cache:
@@ -136,7 +134,7 @@ def _build_binding(
         if stats:
             result.summary["compile_cache"] = stats
         info = tagging.read_build_info(result.wheel)
-        options.check_build_info(info, opts.expected_build_info(tc.cuda_version), opts.kernel_set, bdir)
+        ready.check_build_info(info, bdir)
         tagged = tagging.retag(result.wheel, staging / "tagged")
         print(f"release: tagged {tagged.name}", flush=True)
         if opts.smoke:
@@ -173,37 +171,8 @@ def parser() -> argparse.ArgumentParser:
 
 def parse(argv: list[str], env=None) -> options.BuildOptions:
     """BuildOptions from the session's arguments. --arch-group may come twice (the session's own
-    and the user's): they must agree, so `nox -s wheel_legacy` never silently builds another group."""
-    return options_of(parser().parse_args(argv), env)
-
-
-def options_of(ns: argparse.Namespace, env=None) -> options.BuildOptions:
-    """BuildOptions from parsed arguments with one or more ``--arch-group`` (ns.groups); see parse."""
-    groups = list(dict.fromkeys(ns.groups))
-    sessions = "nox -s wheel_blackwell, nox -s wheel_legacy, or nox -s wheel_custom -- --cuda-archs 80,90"
-    for g in groups:
-        if g not in options.GROUPS:
-            raise ReleaseError(f"unknown arch group '{g}'. Valid groups: {', '.join(options.GROUPS)} ({sessions}).")
-    if len(groups) > 1:
-        raise ReleaseError(
-            f"this session builds the {groups[0]} group but --arch-group {groups[-1]} was given; run "
-            f"{session_of(groups[-1])} instead"
-        )
-    ns.group = groups[0]
-    if env is None:
-        env = os.environ
-    from_env = env.get("FLASH_ATTN_ARCH_GROUP", "")
-    if from_env and from_env != ns.group:
-        raise ReleaseError(
-            f"FLASH_ATTN_ARCH_GROUP={from_env} is set, but this session builds the {ns.group} group. Unset it, "
-            f"or run {session_of(from_env) if from_env in options.GROUPS else 'the session of the group you want'}."
-        )
-    return options.from_namespace(ns, env)
-
-
-def session_of(group: str) -> str:
-    """The nox command that builds `group`."""
-    return "nox -s wheel_custom -- --cuda-archs 80,90" if group == "custom" else f"nox -s wheel_{group}"
+    and the user's): they must agree (release.prepare.options_of)."""
+    return prepare.options_of(parser().parse_args(argv), env)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,9 @@
 """A real build of a two-unit kernel set, sharded, gathered and linked, checked from the outside.
 
 The release path on one machine (no GPU needed): the kernel set ``fwd_hdim64_fp16,
-fwd_hdim64_fp16_causal`` for sm_80 is compiled torch-free as 2 shards (``python -m release.kernels
+fwd_hdim64_fp16_causal`` for sm_80 is compiled torch-free as 2 shards (``python -m release.archives
 build --shard K/2``: one unit each), the shards are gathered into one kernels archive
-(``release.kernels gather``), and the wheel flow (``python -m release.wheels --kernels ARCHIVE``)
+(``release.archives gather``), and the wheel flow (``python -m release.wheels --kernels ARCHIVE``)
 compiles only the binding against torch, links, tags and smoke-tests the wheel; every compile goes
 through sccache (``--cache sccache``, its own cache folder and server port). Everything lives
 under build/test-wheel (kept between runs, so a rerun is incremental and quick). Then it checks: the

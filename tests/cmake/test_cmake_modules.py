@@ -439,12 +439,12 @@ def test_object_naming_gives_msvc_hosts_no_host_compiler_option():
 
 
 def test_the_python_key_of_the_fields_is_the_cmake_key():
-    # release.kernels.key_of re-checks an archive's key against its fields (an edited manifest is
+    # release.archives.key_of re-checks an archive's key against its fields (an edited manifest is
     # refused); it must compute what flash_attn_kernel_key computes.
-    from release import kernels
+    from release import archives
 
     fields = {"format": "1", "definitions": "FLASH_NAMESPACE=flash", "cuda_flags": 'a "q" \\b', "units": "x,y"}
-    assert kernels.key_of(fields) == _kernel_key(**fields)["KEY"]
+    assert archives.key_of(fields) == _kernel_key(**fields)["KEY"]
 
 
 @pytest.mark.parametrize("threshold", ["16", "16.0", "100"])
@@ -469,9 +469,9 @@ def fake_upstream_tree(root: Path) -> Path:
     """The four upstream headers generate_units.py inspects, with the names it looks for."""
     src = root / "csrc" / "flash_attn" / "src"
     src.mkdir(parents=True)
-    from release import _paths
+    from kernels import kernel_set
 
-    dims = " ".join(str(d) for d in _paths.kernel_set().HEAD_DIMS)
+    dims = " ".join(str(d) for d in kernel_set.HEAD_DIMS)
     (src / "flash.h").write_text("Flash_fwd_params Flash_bwd_params run_mha_fwd_splitkv_dispatch\n")
     (src / "flash_fwd_launch_template.h").write_text(" ".join(f"run_mha_fwd_hdim{d}" for d in dims.split()))
     (src / "flash_bwd_launch_template.h").write_text(" ".join(f"run_mha_bwd_hdim{d}" for d in dims.split()))

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from release import _paths
-
-ks = _paths.kernel_set()
+from kernels import kernel_set as ks
 
 
 def _order(spec: str) -> list[str]:

@@ -2,8 +2,8 @@
 
 The scripts import each other as top-level modules (they run as ``python bench/<name>.py``, so
 bench/ is sys.path[0]); bench/ is on pytest's pythonpath (pyproject.toml). The scripts whose names
-other packages use too (``build`` is PyPA's build frontend and the repository's build/ folder, ``kernels`` a PyPI
-package) are registered under ``bench_<name>`` aliases, which the tests import.
+other packages use too (``build`` is PyPA's build frontend and the repository's build/ folder) are
+registered under ``bench_<name>`` aliases, which the tests import.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[3] / "bench"
 
-for _name in ("build", "kernels", "load_cost", "machine"):
+for _name in ("build", "load_cost", "machine"):
     _alias = f"bench_{_name}"
     if _alias not in sys.modules:
         _spec = importlib.util.spec_from_file_location(_alias, BENCH / f"{_name}.py")

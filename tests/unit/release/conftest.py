@@ -16,10 +16,10 @@ def fake_wheel(tmp_path):
 
 @pytest.fixture(autouse=True)
 def no_kernels_build(monkeypatch):
-    """The wheel flow's first step (release.kernels.build: a real CMake build of the kernel objects)
+    """The wheel flow's first step (release.archives.build: a real CMake build of the kernel objects)
     is replaced by one that returns an archive path and an empty summary, so the flow tests reach
     the binding build (builder.run_build, which they replace themselves). Returns the calls."""
-    from release import kernels, progress
+    from release import archives, progress
 
     calls = []
 
@@ -27,7 +27,7 @@ def no_kernels_build(monkeypatch):
         calls.append((opts, shard))
         return Path("/nonexistent/kernels-fake/archive"), progress.summary([], 0.0)
 
-    monkeypatch.setattr(kernels, "build", fake_build)
+    monkeypatch.setattr(archives, "build", fake_build)
     return calls
 
 

@@ -3,7 +3,7 @@
 Each case calls a module's ``main()`` in-process (no nvcc runs: the toolchain probe is replaced,
 and a build, if one were started, fails the test), then checks three things: the message says
 what was found and what to do, the exit status is the documented one (2 bad input, 1 failed
-check, 130 interrupted), and the output folder holds nothing new (no keyed build folder either).
+check, 130 interrupted), and the output folder holds nothing new (no build folder either).
 """
 
 from __future__ import annotations

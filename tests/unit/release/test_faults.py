@@ -30,13 +30,13 @@ from pathlib import Path
 
 import pytest
 from release_fakes import build_info, make_wheel
-from test_release_kernels import SET, make_shard
+from test_release_archives import SET, make_shard
 
-from release import build_key, checksums, kernels, locks, options, procs, publish, smoke, tagging, toolchain, wheels
+from release import archives, build_dirs, checksums, locks, options, procs, publish, smoke, tagging, toolchain, wheels
 from release.errors import ReleaseError
 from release.toolchain import Toolchain
 
-SRC = Path(kernels.__file__).resolve().parents[1]  # the src/ the children import release from
+SRC = Path(archives.__file__).resolve().parents[1]  # the src/ the children import release from
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
 COUNTS = {"probes run": 0, "inputs lost": 0, "corrupt outputs": 0, "tracebacks": 0}
 LINUX = sys.platform.startswith("linux")
@@ -94,7 +94,7 @@ def session_env(monkeypatch, tmp_path):
         raise AssertionError("a build was started")
 
     monkeypatch.setattr(wheels.builder, "run_build", no_build)
-    monkeypatch.setattr(kernels.builder, "run_streamed", no_build)
+    monkeypatch.setattr(archives.builder, "run_streamed", no_build)
     return tmp_path
 
 
@@ -112,7 +112,7 @@ def shards(root: Path, names=("artifact-a", "artifact-b")) -> list[Path]:
 def archive_ok(path: Path) -> bool:
     """A kernels archive folder that loads and whose objects verify."""
     try:
-        kernels.verify_objects(kernels.load(path))
+        archives.verify_objects(archives.load(path))
     except ReleaseError:
         return False
     return True
@@ -124,7 +124,7 @@ def archive_ok(path: Path) -> bool:
 def test_gather_never_replaces_an_input_shard(tmp_path, capsys):
     inputs = shards(tmp_path / "dir")
     p = Probe(*inputs)
-    code = kernels.main(["gather", *map(str, inputs), "--out", str(tmp_path / "dir")])
+    code = archives.main(["gather", *map(str, inputs), "--out", str(tmp_path / "dir")])
     text = p.one_error(capsys.readouterr().err, code)
     assert "is or holds the input" in text and str(inputs[0]) in text
 
@@ -134,7 +134,7 @@ def test_gather_refuses_an_out_that_is_or_lies_in_an_input(tmp_path, capsys, whe
     inputs = shards(tmp_path)
     p = Probe(*inputs)
     out = inputs[1] if where == "same" else inputs[1] / "objects"
-    code = kernels.main(["gather", *map(str, inputs), "--out", str(out)])
+    code = archives.main(["gather", *map(str, inputs), "--out", str(out)])
     assert "lies inside, the input" in p.one_error(capsys.readouterr().err, code)
 
 
@@ -145,12 +145,12 @@ def test_an_existing_folder_that_is_not_an_archive_of_that_kind_is_never_replace
     user.mkdir(parents=True)
     (user / "notes.txt").write_text("mine\n")
     p = Probe(*inputs, user)
-    code = kernels.main(["gather", *map(str, inputs), "--out", str(tmp_path / "out")])
+    code = archives.main(["gather", *map(str, inputs), "--out", str(tmp_path / "out")])
     assert "is not an earlier kernels archive" in p.one_error(capsys.readouterr().err, code)
     # this tool's own earlier archive of the same kind is replaced, and the message says so
     user.rename(tmp_path / "moved")
-    assert kernels.main(["gather", *map(str, inputs), "--out", str(tmp_path / "out")]) == 0
-    assert kernels.main(["gather", *map(str, inputs), "--out", str(tmp_path / "out")]) == 0
+    assert archives.main(["gather", *map(str, inputs), "--out", str(tmp_path / "out")]) == 0
+    assert archives.main(["gather", *map(str, inputs), "--out", str(tmp_path / "out")]) == 0
     assert "replaced the earlier kernels archive" in capsys.readouterr().out
     p.output_ok(archive_ok(tmp_path / "out" / name), "gathered archive")
 
@@ -172,8 +172,8 @@ _RUNNER = textwrap.dedent(
     for mod, name in ((shutil, "copyfile"), (os, "replace"), (os, "rename"), (os, "mkdir"), (os, "chmod"),
                       (pathlib.Path, "write_text"), (pathlib.Path, "rename")):
         setattr(mod, name, counted(getattr(mod, name)))
-    from release import kernels, publish
-    module = {"kernels": kernels, "publish": publish}[sys.argv[3]]
+    from release import archives, publish
+    module = {"archives": archives, "publish": publish}[sys.argv[3]]
     code = module.main(sys.argv[4:])
     pathlib.Path(count_file).write_text(str(n[0]))
     sys.exit(code)
@@ -204,15 +204,15 @@ def test_gather_killed_at_seeded_points(tmp_path, seed):
     inputs = shards(tmp_path / "in")
     out = tmp_path / "out"
     scratch = tmp_path / "scratch"
-    points = kill_points(tmp_path, "kernels", ["gather", *map(str, inputs), "--out", str(scratch)], seed)
+    points = kill_points(tmp_path, "archives", ["gather", *map(str, inputs), "--out", str(scratch)], seed)
     final = out / inputs[0].name.rsplit("-shard", 1)[0]
     for point in points:
         p = Probe(*inputs)
-        proc, _ = run_killed(tmp_path, point, "kernels", "gather", *map(str, inputs), "--out", str(out))
+        proc, _ = run_killed(tmp_path, point, "archives", "gather", *map(str, inputs), "--out", str(out))
         assert proc.returncode == -signal.SIGKILL, (point, proc.stderr)
         p.inputs_kept()
         p.output_ok(not final.exists() or archive_ok(final), f"{final} after a kill at write {point}")
-    rerun, _ = run_killed(tmp_path, 0, "kernels", "gather", *map(str, inputs), "--out", str(out))
+    rerun, _ = run_killed(tmp_path, 0, "archives", "gather", *map(str, inputs), "--out", str(out))
     assert rerun.returncode == 0, rerun.stderr
     assert archive_ok(final)
 
@@ -285,8 +285,8 @@ def start_holder(tmp_path: Path, how: str, target: Path) -> subprocess.Popen:
 
 
 def test_a_second_session_in_a_build_folder_is_refused_with_the_holder(session_env, capsys):
-    archive = kernels.gather(shards(session_env / "in"), session_env / "k")
-    folder = build_key.build_dir(session_env / "b", "legacy", "ci", GOOD, [], None)  # the wheel session's folder
+    archive = archives.gather(shards(session_env / "in"), session_env / "k")
+    folder = build_dirs.build_dir(session_env / "b", "legacy", "ci", GOOD, [], None)  # the wheel session's folder
     holder = start_holder(session_env, "build", folder)
     try:
         p = Probe(archive)
@@ -414,7 +414,7 @@ def test_options_outside_their_range_are_refused(session_env, capsys, args, mess
 def test_non_ascii_roots_gather_and_lock(tmp_path):
     inputs = shards(tmp_path / "ïn pütß")
     p = Probe(*inputs)
-    out = kernels.gather(inputs, tmp_path / "b röt ü" / "kernels")
+    out = archives.gather(inputs, tmp_path / "b röt ü" / "kernels")
     p.output_ok(archive_ok(out), "archive under a non-ASCII root")
     with locks.hold_build_folder(tmp_path / "b röt ü" / "kernels-legacy-ci"):
         pass
@@ -449,7 +449,7 @@ def test_an_unwritable_build_root_is_one_error(session_env, capsys, bad):
 def test_an_unwritable_kernels_out_is_refused_before_the_build(session_env, capsys, bad):
     p = Probe()
     argv = ["build", "--arch-group", "legacy", "--kernel-set", "ci", "--build-root", str(session_env / "b")]
-    code = kernels.main([*argv, "--out", str(bad(session_env))])
+    code = archives.main([*argv, "--out", str(bad(session_env))])
     assert "kernels output folder" in p.one_error(capsys.readouterr().err, code)
 
 
@@ -457,7 +457,7 @@ def test_an_unwritable_kernels_out_is_refused_before_the_build(session_env, caps
 def test_an_unwritable_gather_out_is_one_error(tmp_path, capsys, bad):
     inputs = shards(tmp_path / "in")
     p = Probe(*inputs)
-    code = kernels.main(["gather", *map(str, inputs), "--out", str(bad(tmp_path))])
+    code = archives.main(["gather", *map(str, inputs), "--out", str(bad(tmp_path))])
     assert "kernels output folder" in p.one_error(capsys.readouterr().err, code)
 
 
@@ -525,7 +525,7 @@ def test_outputs_get_the_umask_permissions(tmp_path):
     old = os.umask(0o022)
     try:
         p = Probe()
-        archive = kernels.gather(shards(tmp_path / "in"), tmp_path / "k")
+        archive = archives.gather(shards(tmp_path / "in"), tmp_path / "k")
         house, reports = release_inputs(tmp_path)
         rel = publish.assemble([house], reports, tmp_path / "rel")
         wheel, sidecar = wheels.publish(next(house.glob("*.whl")), tmp_path / "wh")
@@ -539,13 +539,13 @@ def test_outputs_get_the_umask_permissions(tmp_path):
 
 
 def edited(folder: Path, **changes) -> Path:
-    manifest = json.loads((folder / kernels.MANIFEST_NAME).read_text())
+    manifest = json.loads((folder / archives.MANIFEST_NAME).read_text())
     for name, value in changes.items():
         if name == "field":
             manifest["fields"]["definitions"] = value
         else:
             manifest[name] = value
-    (folder / kernels.MANIFEST_NAME).write_text(json.dumps(manifest))
+    (folder / archives.MANIFEST_NAME).write_text(json.dumps(manifest))
     return folder
 
 
@@ -554,14 +554,14 @@ def test_gather_refuses_an_edited_manifest_by_name(tmp_path, capsys, change):
     inputs = shards(tmp_path / "in")
     edited(inputs[1], **change)
     p = Probe(*inputs)
-    code = kernels.main(["gather", *map(str, inputs), "--out", str(tmp_path / "out")])
+    code = archives.main(["gather", *map(str, inputs), "--out", str(tmp_path / "out")])
     text = p.one_error(capsys.readouterr().err, code)
     assert str(inputs[1]) in text and "was edited or damaged" in text
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
 def test_linking_an_edited_archive_is_refused_before_the_build(session_env, capsys):
-    archive = kernels.gather(shards(session_env / "in"), session_env / "k")
+    archive = archives.gather(shards(session_env / "in"), session_env / "k")
     edited(archive, key="f" * 64)
     p = Probe(archive)
     argv = ["--arch-group", "legacy", "--kernel-set", "ci", "--build-root", str(session_env / "b")]
@@ -598,7 +598,7 @@ def test_a_failed_nox_session_exits_1_with_the_step_s_status_and_one_error_line(
     nox = shutil.which("nox")
     assert nox, "nox runs these tests (nox -s tests); put it on PATH"
     p = Probe()
-    root = Path(kernels.__file__).resolve().parents[2]
+    root = Path(archives.__file__).resolve().parents[2]
     proc = subprocess.run([nox, "-f", str(root / "noxfile.py"), "-s", "kernels_gather", "--", str(tmp_path / "none")],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
     text = p.one_error(proc.stdout + proc.stderr, proc.returncode, 1)

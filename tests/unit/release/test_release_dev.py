@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import pytest
@@ -73,3 +74,13 @@ def test_sms_below_the_minimum_are_not_built():
 def test_visible_sms_can_be_faked():
     assert estimate.visible_sms({"FLASH_ATTN_VISIBLE_SMS": "90,86"}) == [86, 90]
     assert estimate.visible_sms({"FLASH_ATTN_VISIBLE_SMS": "none"}) == []
+
+
+def test_dev_prepares_as_the_wheel_sessions_do(built, capsys):
+    """release.prepare: a stable-ABI editable build against a torch older than the minimum it serves
+    is refused before anything builds, with the wheel sessions' message."""
+    old = dataclasses.replace(TC, torch_version="2.9.1+cu130")
+    argv = ["--arch-group", "legacy", "--kernel-set", "ci", "--torch-abi", "stable", "--build-root", "b"]
+    assert dev.main(argv, probe=lambda: old, visible=lambda: []) == 2
+    assert "--torch-abi stable builds the wheel for every torch >=" in capsys.readouterr().err
+    assert "build_dir" not in built

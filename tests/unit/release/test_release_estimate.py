@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from release import _paths, builder, errors, estimate, plan, progress
+from kernels import kernel_set as ks
+from release import builder, compile_model, errors, estimate, progress
 
-ks = _paths.kernel_set()
 HEAVY, LIGHT = "bwd_hdim128_fp16", "fwd_hdim64_fp16_causal"  # 266 s and 112 s on the reference host
 OBJ = "[{}/3] Building CUDA object CMakeFiles/flash_attn_kernels.dir/kernels/units/{}.cu.o"
 
@@ -36,13 +36,13 @@ def test_prediction_of_two_units_is_the_manifests_unit_costs(no_record):
     units = two_units()
     assert units[0].seconds > 2 * units[1].seconds  # very different costs
     p = estimate.kernels_step(units, sass=1, dispatch=False, jobs=1)
-    f = plan._PLAN["runner"]["speed_factor"]
+    f = compile_model._PLAN["runner"]["speed_factor"]
     assert p.speed_factor == f and p.speed_source.startswith("assumed")
     # one job: the heavy unit first, then the light one, each unit_costs seconds x 1 SASS x f
     assert p.unit_finish[HEAVY] == pytest.approx(units[0].seconds * f)
     assert p.unit_finish[LIGHT] == pytest.approx((units[0].seconds + units[1].seconds) * f)
     assert p.wall_seconds == pytest.approx((units[0].seconds + units[1].seconds) * f)
-    assert p.peak_memory_gib == plan.NVCC_MEMORY_GIB
+    assert p.peak_memory_gib == compile_model.NVCC_MEMORY_GIB
     # three SASS targets cost three times as much; two jobs run the two units side by side
     assert estimate.kernels_step(units, 3, False, jobs=1).wall_seconds == pytest.approx(3 * p.wall_seconds)
     assert estimate.kernels_step(units, 1, False, jobs=2).wall_seconds == pytest.approx(units[0].seconds * f)

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from release import _paths, matrix, plan
-
-ks = _paths.kernel_set()
+from kernels import kernel_set as ks
+from release import compile_model, matrix, plan
 
 
 @pytest.fixture(scope="module")
@@ -22,39 +21,42 @@ def release_plan() -> dict:
 )
 def test_parallel_nvcc_jobs_from_cores_and_memory(cores, memory, jobs):
     # 15.6 GiB is what a 16 GB hosted runner reports; 7 GiB per nvcc (build.nvcc_memory_gib)
-    assert plan.Runner(cores, memory, 1.0).jobs == jobs
+    assert compile_model.Runner(cores, memory, 1.0).jobs == jobs
 
 
 def test_compile_wall_is_the_list_schedule_or_the_cpu_bound():
-    r = plan.Runner(cores=2, memory_gib=64, speed_factor=1.0)
+    r = compile_model.Runner(cores=2, memory_gib=64, speed_factor=1.0)
     # heaviest first on 2 slots: [10] [6, 4] -> 10
-    assert plan.compile_wall_seconds([4, 6, 10], [], r, gencodes=1) == 10
+    assert compile_model.compile_wall_seconds([4, 6, 10], [], r, gencodes=1) == 10
     # in the given order: [4, 10] [6] -> 14
-    assert plan.compile_wall_seconds([4, 6, 10], [], r, gencodes=1, heaviest_first=False) == 14
+    assert compile_model.compile_wall_seconds([4, 6, 10], [], r, gencodes=1, heaviest_first=False) == 14
     # one unit, 2 jobs: nvcc --threads=2 splits its gencode targets, bounded by the 2 cores
-    assert plan.compile_wall_seconds([10], [], r, gencodes=4) == 5
-    assert plan.compile_wall_seconds([10], [4], r, gencodes=4) == 7  # CPU bound: (10 + 4) / 2 cores
-    assert plan.compile_wall_seconds([], [], r, gencodes=1) == 0
+    assert compile_model.compile_wall_seconds([10], [], r, gencodes=4) == 5
+    assert compile_model.compile_wall_seconds([10], [4], r, gencodes=4) == 7  # CPU bound: (10 + 4) / 2 cores
+    assert compile_model.compile_wall_seconds([], [], r, gencodes=1) == 0
 
 
 def test_unit_cost_scales_with_the_sass_targets():
     unit = ks.parse_unit("bwd_hdim128_fp16")
-    r = plan.default_runner()
-    assert plan.sass_targets("legacy") == 3 and plan.gencode_targets("blackwell") == 4
-    assert plan.unit_cpu_seconds(unit, 3, r) == pytest.approx(unit.seconds * 3 * r.speed_factor)
+    r = compile_model.default_runner()
+    assert compile_model.sass_targets("legacy") == 3 and compile_model.gencode_targets("blackwell") == 4
+    assert compile_model.unit_cpu_seconds(unit, 3, r) == pytest.approx(unit.seconds * 3 * r.speed_factor)
 
 
 def test_every_job_within_the_limit_and_the_shard_count_is_the_smallest(release_plan):
-    assert release_plan["max_job_minutes"] <= plan.LIMIT_MINUTES == 90
-    assert all(j["minutes"] <= plan.LIMIT_MINUTES for j in release_plan["jobs"])
+    assert release_plan["max_job_minutes"] <= compile_model.LIMIT_MINUTES == 90
+    assert all(j["minutes"] <= compile_model.LIMIT_MINUTES for j in release_plan["jobs"])
     units = ks.resolve("release")[1]
-    runner = plan.default_runner()
+    runner = compile_model.default_runner()
     for build, n in release_plan["shards"].items():
         os_name = next(o for o, info in matrix.OSES.items() if build.endswith("-" + info.short))
         group = build.split("-")[0]
-        assert n == plan.shard_count(os_name, group)
+        assert n == compile_model.shard_count(os_name, group)
         fewer = ks.split_shards(units, n - 1)
-        assert max(plan.shard_job_minutes(os_name, group, s, runner) for s in fewer) > plan.TARGET_MINUTES, build
+        assert (
+            max(compile_model.shard_job_minutes(os_name, group, s, runner) for s in fewer)
+            > compile_model.TARGET_MINUTES
+        ), build
         # every unit is in exactly one shard job
         shards = ks.split_shards(units, n)
         assert sorted(u.name for s in shards for u in s) == sorted(u.name for u in units)
@@ -63,8 +65,11 @@ def test_every_job_within_the_limit_and_the_shard_count_is_the_smallest(release_
 def test_cpu_hours_before_and_after(release_plan):
     entries = matrix.build_matrix(torch_abi="exact")["include"]  # "before": a full build per torch's wheel
     units = ks.resolve("release")[1]
-    r = plan.default_runner()
-    one = {g: sum(plan.unit_cpu_seconds(u, plan.sass_targets(g), r) for u in units) / 3600 for g in matrix.GROUPS}
+    r = compile_model.default_runner()
+    one = {
+        g: sum(compile_model.unit_cpu_seconds(u, compile_model.sass_targets(g), r) for u in units) / 3600
+        for g in matrix.GROUPS
+    }
     assert release_plan["builds_before"] == len(entries) == 36
     assert release_plan["kernel_builds_after"] == len(matrix.OSES) * len(matrix.CUDA) * len(matrix.GROUPS) == 8
     assert release_plan["cpu_hours_before"] == pytest.approx(sum(one[e["group"]] for e in entries), abs=0.1)
@@ -98,13 +103,13 @@ def test_the_model_against_measured_builds():
 
 
 def test_a_job_over_the_limit_is_an_error_that_names_the_unit(monkeypatch):
-    monkeypatch.setattr(plan, "TARGET_MINUTES", 20.0)
+    monkeypatch.setattr(compile_model, "TARGET_MINUTES", 20.0)
     with pytest.raises(
-        plan.PlanError, match=r"fwd_split_hdim\d+_\w+ alone is predicted at \d+ minutes on ubuntu-24.04"
+        compile_model.PlanError, match=r"fwd_split_hdim\d+_\w+ alone is predicted at \d+ minutes on ubuntu-24.04"
     ):
-        plan.shard_count("ubuntu-24.04", "legacy")
-    with pytest.raises(plan.PlanError, match="at least 1 core"):
-        plan.default_runner(cores=0)
+        compile_model.shard_count("ubuntu-24.04", "legacy")
+    with pytest.raises(compile_model.PlanError, match="at least 1 core"):
+        compile_model.default_runner(cores=0)
 
 
 def test_cli_text_json_and_bad_input(capsys):
@@ -146,8 +151,8 @@ def test_a_torch_below_the_minimum_keeps_a_link_job_per_torch(monkeypatch):
 def test_no_job_is_predicted_within_the_margin_of_its_limit(release_plan):
     """Issue 25, finding 12: shards were predicted at 89.5 of 90 minutes; now every job keeps the
     manifest's margin (release_plan.margin_percent) below the limit."""
-    assert plan.MARGIN_PERCENT == 10 and plan.TARGET_MINUTES == pytest.approx(81)
-    assert max(j["minutes"] for j in release_plan["jobs"]) <= plan.TARGET_MINUTES
+    assert compile_model.MARGIN_PERCENT == 10 and compile_model.TARGET_MINUTES == pytest.approx(81)
+    assert max(j["minutes"] for j in release_plan["jobs"]) <= compile_model.TARGET_MINUTES
     assert release_plan["target_minutes"] == pytest.approx(81)
 
 
@@ -167,7 +172,7 @@ def test_wall_minutes_schedules_the_job_graph_on_the_slots():
         {"name": "g", "minutes": 2, "needs": ["a", "b"]},
     ]
     assert plan.wall_minutes(jobs, 2) == 13 and plan.wall_minutes(jobs, 1) == 23
-    with pytest.raises(plan.PlanError, match="needs no job provides"):
+    with pytest.raises(compile_model.PlanError, match="needs no job provides"):
         plan.wall_minutes([{"name": "x", "minutes": 1, "needs": ["nothing"]}], 4)
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from release import _paths, progress
-
-ks = _paths.kernel_set()
+from kernels import kernel_set as ks
+from release import progress
 
 OBJ = "CMakeFiles/flash_attn_native.dir/kernels/units/{}.cu.o"
 SAMPLE_OUTPUT = """\

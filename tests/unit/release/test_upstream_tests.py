@@ -44,9 +44,9 @@ def test_a_sample_reaches_every_function_and_is_reproducible():
 
 
 def test_complete_head_dims_need_every_unit_of_the_head_dim():
-    from release import _paths
+    from kernels import kernel_set
 
-    units = _paths.kernel_set().all_units()
+    units = kernel_set.all_units()
     full64 = [
         {"kind": u.kind, "dtype": u.dtype, "head_dim": u.head_dim, "causal": u.causal}
         for u in units

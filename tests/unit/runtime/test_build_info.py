@@ -129,6 +129,19 @@ def test_versions_and_labels(legacy_info):
     assert bi.local_label(release, "blackwell") == "cu130torch2.14.1cxx11abitrue.blackwell.rev1"
 
 
+def test_the_runtime_and_the_release_tagging_spell_one_label(legacy_info):
+    """release.tagging.local_label and _build_info.local_label adapt a build info through one function."""
+    from release import tagging
+
+    for info in (
+        legacy_info,
+        {**legacy_info, "kernel_set": "release", "cxx11_abi": False},
+        {**legacy_info, "torch_abi": "stable", "torch_min": "2.11"},
+    ):
+        assert tagging.local_label(info) == bi.local_label(info)
+    assert bi.local_label({**legacy_info, "cuda_version": None, "torch_cuda_version": None}).startswith("cutorch")
+
+
 def test_stable_abi_fields_and_labels(legacy_info):
     # a build info without torch_abi (every wheel before the stable build) is exact
     assert bi.torch_abi(legacy_info) == "exact" and not bi.is_stable(legacy_info)

@@ -311,7 +311,7 @@ def test_retagging_a_build_of_an_entry_gives_the_promised_wheel_name(tmp_path):
 
 
 def test_shard_and_gather_entries_cover_each_kernels_build_once(full):
-    from release import plan
+    from release import compile_model
 
     ks = _kernel_set()
     builds = {(e["os"], e["cuda"], e["group"]) for e in full}
@@ -321,7 +321,7 @@ def test_shard_and_gather_entries_cover_each_kernels_build_once(full):
     assert len({e["name"] for e in shards}) == len(shards) and len({e["artifact"] for e in shards}) == len(shards)
     for g in gathers:
         mine = [s for s in shards if s["build"] == g["build"]]
-        n = plan.shard_count(g["os"], g["group"], "release")
+        n = compile_model.shard_count(g["os"], g["group"], "release")
         assert g["shards"] == n == len(mine) and sorted(s["shard"] for s in mine) == sorted(
             f"{k}/{n}" for k in range(1, n + 1)
         )
@@ -359,9 +359,9 @@ def test_cli_stage_output(capsys):
 
 
 def _kernel_set():
-    from release import _paths
+    from kernels import kernel_set
 
-    return _paths.kernel_set()
+    return kernel_set
 
 
 def test_stable_entries_name_the_newest_torch_they_serve_for_the_second_smoke_test():

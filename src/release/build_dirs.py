@@ -1,14 +1,17 @@
-"""Keyed build directories: one CMake binary directory per thing that changes every object file.
+"""Build directory names: one CMake binary directory per thing that changes every object file.
 
-The key holds the arch group (with its archs for ``custom``), the kernel set (a short hash of
+The name holds the arch group (with its archs for ``custom``), the kernel set (a short hash of
 the resolved unit names for an explicit list), the torch version, the CUDA version and the host
 compiler, e.g. ``legacy-dev-torch2.14.1-cu130-gcc12``; a stable-ABI binding (``--torch-abi stable``)
 adds ``stable<torch_min>`` after the torch (``legacy-dev-torch2.14.1-stable2.11-cu130-gcc12``), since
 its objects differ from the exact binding's of the same torch. Building another torch or toolkit
-therefore gets a fresh directory and never links stale objects, while building the same key
+therefore gets a fresh directory and never links stale objects, while building the same name
 again reuses the directory and Ninja recompiles nothing that did not change. Everything else
 (fatbin compression, deltas, jobs, upstream source) is a CMake cache value of the same
 directory: changing it recompiles exactly what depends on it.
+
+Not to be confused with the kernel objects' key (cmake/FlashAttnKernels.cmake, release.archives.key_of):
+the SHA-256 that says which kernels archive a build may link.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import hashlib
 import re
 from pathlib import Path
 
-from . import _paths
+from kernels import kernel_set as kernel_sets
+
 from .toolchain import Toolchain, torch_public_version
 
 
@@ -42,7 +46,7 @@ def kernel_set_token(spec: str) -> str:
 
     Two spellings of the same units (patterns vs names, another order) share a directory.
     """
-    name, units = _paths.kernel_set().resolve(spec)
+    name, units = kernel_sets.resolve(spec)
     if name != "custom":
         return name
     digest = hashlib.sha256(",".join(sorted(u.name for u in units)).encode()).hexdigest()[:8]
@@ -56,7 +60,7 @@ def group_token(group: str, archs: list[int] | None = None) -> str:
     return group
 
 
-def build_key(
+def build_dir_name(
     group: str,
     kernel_set: str,
     torch_version: str,
@@ -83,9 +87,9 @@ def build_dir(
     archs: list[int] | None = None,
     torch_min: str | None = None,
 ) -> Path:
-    """The keyed build directory for a group and kernel set built with toolchain `tc` (``torch_min``: a
-    stable-ABI binding for torch >= it, None for the exact one)."""
-    key = build_key(
+    """build_root / :func:`build_dir_name` for a group and kernel set built with toolchain `tc`
+    (``torch_min``: a stable-ABI binding for torch >= it, None for the exact one)."""
+    name = build_dir_name(
         group, kernel_set, tc.torch_version, tc.cuda_version, tc.compiler_id, tc.compiler_version, archs, torch_min
     )
-    return build_root / key
+    return build_root / name

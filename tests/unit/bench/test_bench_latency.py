@@ -1,4 +1,4 @@
-"""bench/kernels.py on CPU: shapes, FLOP counting, timed-call counts, error classes, merging worker
+"""bench/latency.py on CPU: shapes, FLOP counting, timed-call counts, error classes, merging worker
 results into ratios, and the Markdown report; the CLI without a GPU fails cleanly."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import bench_common as bc
-import bench_kernels as bk
 import host_overhead as ho
+import latency as bk
 import pytest
 
 

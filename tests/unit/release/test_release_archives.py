@@ -1,4 +1,4 @@
-"""Kernels archives (release.kernels): packing a kernels-only build and gathering shards.
+"""Kernels archives (release.archives): packing a kernels-only build and gathering shards.
 
 The archives here are made from small files standing in for objects; the real sharded build is
 tests/build/test_sharded_build.py.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from release import checksums, kernels
+from release import archives, checksums
 from release.errors import ReleaseError
 
 SET = ["fwd_hdim64_fp16", "fwd_hdim64_fp16_causal", "bwd_hdim64_fp16"]
@@ -30,7 +30,7 @@ def _record(units, shard):
 def make_shard(root: Path, index: int, count: int, units: list[str], fields=None) -> Path:
     """A shard archive holding `units` (plus the dispatch in shard 1) as small fake objects; its key
     is the hash of `fields` (default FIELDS), as CMake writes it."""
-    key = kernels.key_of(fields or FIELDS)
+    key = archives.key_of(fields or FIELDS)
     folder = root / f"kernels-custom_sm80-list-{key[:12]}-shard{index}of{count}"
     (folder / "objects").mkdir(parents=True)
     objects = []
@@ -40,7 +40,7 @@ def make_shard(root: Path, index: int, count: int, units: list[str], fields=None
         objects.append({"file": f"objects/{unit}.o", "unit": unit, "sha256": checksums.sha256_file(f)})
     manifest = {"format": 1, "key": key, "fields": fields or FIELDS, "objects": objects,
                 "kernels": _record(SET, {"index": index, "count": count, "units": units})}  # fmt: skip
-    (folder / kernels.MANIFEST_NAME).write_text(json.dumps(manifest))
+    (folder / archives.MANIFEST_NAME).write_text(json.dumps(manifest))
     return folder
 
 
@@ -49,11 +49,11 @@ def two_shards(tmp_path: Path) -> list[Path]:
 
 
 def test_gather_merges_shards_into_one_whole_set_archive(tmp_path: Path):
-    out = kernels.gather(two_shards(tmp_path), tmp_path / "out")
-    archive = kernels.load(out)
-    assert archive.shard is None and out.name == f"kernels-custom_sm80-list-{kernels.key_of(FIELDS)[:12]}"
+    out = archives.gather(two_shards(tmp_path), tmp_path / "out")
+    archive = archives.load(out)
+    assert archive.shard is None and out.name == f"kernels-custom_sm80-list-{archives.key_of(FIELDS)[:12]}"
     assert sorted(archive.object_units) == sorted(SET + ["dispatch"])
-    kernels.verify_objects(archive)  # every object copied with its sha256
+    archives.verify_objects(archive)  # every object copied with its sha256
     assert archive.manifest["gathered_from"] == [p.name for p in two_shards(tmp_path / "again")]
 
 
@@ -62,7 +62,7 @@ def test_a_shard_with_another_key_is_refused_by_name_with_the_differing_field(tm
     fields = {**FIELDS, "definitions": "FLASH_NAMESPACE=flash;FLASH_ATTN_RESCALE_THRESHOLD=4.0f"}
     other = make_shard(tmp_path / "t4", 2, 2, SET[1:], fields=fields)
     with pytest.raises(ReleaseError) as e:
-        kernels.gather([good, other], tmp_path / "out")
+        archives.gather([good, other], tmp_path / "out")
     assert str(other) in str(e.value) and "another key" in str(e.value)
     assert "definitions" in str(e.value) and "THRESHOLD=4.0f" in str(e.value)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())  # nothing written
@@ -80,7 +80,7 @@ def test_a_shard_with_another_key_is_refused_by_name_with_the_differing_field(tm
 )
 def test_incomplete_or_overlapping_shards_are_named(tmp_path: Path, shards, message):
     with pytest.raises(ReleaseError) as e:
-        kernels.gather(shards(tmp_path), tmp_path / "out")
+        archives.gather(shards(tmp_path), tmp_path / "out")
     assert message in str(e.value), str(e.value)
 
 
@@ -88,21 +88,21 @@ def test_a_damaged_object_is_named(tmp_path: Path):
     shards = two_shards(tmp_path)
     (shards[1] / "objects" / "bwd_hdim64_fp16.o").write_bytes(b"truncated")
     with pytest.raises(ReleaseError, match="bwd_hdim64_fp16.*damaged"):
-        kernels.gather(shards, tmp_path / "out")
+        archives.gather(shards, tmp_path / "out")
 
 
 def test_not_an_archive_and_a_whole_set_are_refused(tmp_path: Path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ReleaseError, match="no kernels-manifest.json|does not exist"):
-        kernels.gather([tmp_path / "empty"], tmp_path / "out")
-    whole = kernels.gather(two_shards(tmp_path), tmp_path / "out")
+        archives.gather([tmp_path / "empty"], tmp_path / "out")
+    whole = archives.gather(two_shards(tmp_path), tmp_path / "out")
     with pytest.raises(ReleaseError, match="whole-set archive"):
-        kernels.gather([whole], tmp_path / "out2")
+        archives.gather([whole], tmp_path / "out2")
 
 
 def test_object_names_map_to_units():
-    assert kernels.object_unit("CMakeFiles/x.dir/kernels/units/fwd_hdim64_fp16.cu.o") == (
+    assert archives.object_unit("CMakeFiles/x.dir/kernels/units/fwd_hdim64_fp16.cu.o") == (
         "fwd_hdim64_fp16", "fwd_hdim64_fp16.o")  # fmt: skip
-    assert kernels.object_unit("CMakeFiles/x.dir/kernels/units/fwd_split_hdim64_bf16_align.cu.obj") == (
+    assert archives.object_unit("CMakeFiles/x.dir/kernels/units/fwd_split_hdim64_bf16_align.cu.obj") == (
         "fwd_split_hdim64_bf16", "fwd_split_hdim64_bf16_align.obj")  # fmt: skip
-    assert kernels.object_unit("CMakeFiles/x.dir/kernels/dispatch.cu.o") == ("dispatch", "dispatch.o")
+    assert archives.object_unit("CMakeFiles/x.dir/kernels/dispatch.cu.o") == ("dispatch", "dispatch.o")

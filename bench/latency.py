@@ -1,6 +1,6 @@
 """Kernel latency and throughput of this project's flash_attn against torch SDPA backends (needs a GPU).
 
-    python bench/kernels.py --out DIR [--build LABEL=PATH ...] [--shapes release|smoke]
+    python bench/latency.py --out DIR [--build LABEL=PATH ...] [--shapes release|smoke]
 
 For every shape (fp16 and bf16, causal and not, B=2 H=8 S in 1024/4096/8192 D in 64/128, plus
 B=4 H=16 S=8192 D=128) and mode (``fwd``: forward; ``fwd_bwd``: forward then backward of all
@@ -650,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         targets = bc.resolve_targets(args.build, work / "wheels")
     except bc.TargetError as exc:
-        print(f"kernels.py: {exc}", file=sys.stderr)
+        print(f"latency.py: {exc}", file=sys.stderr)
         record = {"benchmark": "kernels", "error": str(exc)}
         bc.write_results(out, "kernels", record, f"# flash_attn kernel benchmark\n\n**Not run**: {exc}\n")
         return 2
@@ -664,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         with_baselines = i == 0 and not args.no_baselines
         cmd = _worker_command(args, target, result_file, with_baselines, args.baselines_only)
         print(
-            f"kernels.py: worker '{target.label}' ({target.kind}{', with SDPA baselines' if with_baselines else ''})",
+            f"latency.py: worker '{target.label}' ({target.kind}{', with SDPA baselines' if with_baselines else ''})",
             file=sys.stderr,
             flush=True,
         )
@@ -735,7 +735,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": round(time.perf_counter() - started, 1),
     }
     json_path, md_path = bc.write_results(out, "kernels", record, render_markdown(record))
-    print(f"kernels.py: wrote {json_path} and {md_path} in {record['wall_s']:.0f} s", file=sys.stderr)
+    print(f"latency.py: wrote {json_path} and {md_path} in {record['wall_s']:.0f} s", file=sys.stderr)
     failed = [w for w in workers if w.get("error")]
     # a flash_attn case that raised (not "not built", not an SDPA refusal) fails the run too
     errors = [r for r in results for i in merged["ours"] if (r["results"].get(i) or {}).get("status") == "error"]

@@ -1,7 +1,7 @@
 """Kernels archives: the torch-free kernel objects of one (OS, CUDA, arch group, kernel set), built
 once, optionally in shards on several machines, and linked into the wheel of every torch.
 
-``python -m release.kernels build --arch-group legacy [--shard K/N] [--out DIR] [build options]``
+``python -m release.archives build --arch-group legacy [--shard K/N] [--out DIR] [build options]``
 (``nox -s kernels_legacy -- ...``) compiles the kernel set, or the K-th of N shards of it
 (``kernel_set.split_shards``: balanced by the predicted compile seconds of each unit, longest
 first), in a CMake build with ``FLASH_ATTN_KERNELS_ONLY=ON`` (no torch is looked for), and packs
@@ -13,7 +13,7 @@ the objects into an archive folder under DIR:
                                      the toolchain that compiled them
         objects/<unit>.o             one per unit (``dispatch.o`` in the whole set and in shard 1)
 
-``python -m release.kernels gather DIR... [--out DIR]`` (``nox -s kernels_gather``) checks that the
+``python -m release.archives gather DIR... [--out DIR]`` (``nox -s kernels_gather``) checks that the
 shards share one key, come from one split (same N, every index once) and cover the kernel set
 exactly once, verifies every object's sha256, and writes the whole-set archive that
 ``nox -s wheel_<group> -- --kernels DIR`` links (cmake/FlashAttnKernels.cmake checks the key
@@ -35,9 +35,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernels import kernel_set as kernel_sets
+
 from . import (
     _paths,
-    build_key,
+    build_dirs,
     builder,
     checksums,
     compile_cache,
@@ -46,6 +48,7 @@ from . import (
     options,
     outputs,
     pins,
+    prepare,
     progress,
     toolchain,
 )
@@ -82,7 +85,7 @@ class Archive:
 
 def unit_names(kernels_record: dict) -> list[str]:
     """Unit names of a generator record (kernels.json), as kernel_set.Unit names them."""
-    unit = _paths.kernel_set().Unit
+    unit = kernel_sets.Unit
     return [unit(k["kind"], k["dtype"], k["head_dim"], k["causal"]).name for k in kernels_record["kernels"]]
 
 
@@ -233,13 +236,13 @@ def kernels_build_dir(opts: options.BuildOptions, tc: toolchain.Toolchain, shard
     wheel build reuses one kernels build (Ninja recompiles nothing there)."""
     parts = [
         "kernels",
-        build_key.group_token(opts.group, opts.cuda_archs),
-        build_key.kernel_set_token(opts.kernel_set),
-        "cu" + build_key.cuda_digits(tc.cuda_version),
-        build_key.compiler_token(tc.compiler_id, tc.compiler_version),
+        build_dirs.group_token(opts.group, opts.cuda_archs),
+        build_dirs.kernel_set_token(opts.kernel_set),
+        "cu" + build_dirs.cuda_digits(tc.cuda_version),
+        build_dirs.compiler_token(tc.compiler_id, tc.compiler_version),
     ]
     if shard:
-        index, count = _paths.kernel_set().parse_shard(shard)
+        index, count = kernel_sets.parse_shard(shard)
         parts.append(f"shard{index}of{count}")
     return opts.build_root / "-".join(parts)
 
@@ -291,8 +294,8 @@ def _build_locked(opts, tc, bdir: Path, cmake: str, shard: str, out: Path | None
         estimate.record(prediction, wall, summary)
     checksums.atomic_write_text(bdir / builder.SUMMARY_NAME, json.dumps(summary, indent=1) + "\n")
     progress.write_trace(bdir, entries)
-    group_token = build_key.group_token(opts.group, opts.cuda_archs)
-    set_token = build_key.kernel_set_token(opts.kernel_set)
+    group_token = build_dirs.group_token(opts.group, opts.cuda_archs)
+    set_token = build_dirs.kernel_set_token(opts.kernel_set)
     if out is None:
         out = bdir / "archive"
         shutil.rmtree(out, ignore_errors=True)  # the archive of an earlier key of this folder
@@ -380,8 +383,8 @@ def predict_shard(opts: options.BuildOptions, units: list, shard: str):
     compiles in the whole set and in shard 1)."""
     index = 1
     if shard:
-        index, count = _paths.kernel_set().parse_shard(shard)
-        units = _paths.kernel_set().split_shards(units, count)[index - 1]
+        index, count = kernel_sets.parse_shard(shard)
+        units = kernel_sets.split_shards(units, count)[index - 1]
     step = estimate.kernels_step(units, estimate.sass_count(opts.group, opts.cuda_archs), index == 1, opts.jobs)
     set_name = opts.kernel_set
     estimate.render(
@@ -391,7 +394,7 @@ def predict_shard(opts: options.BuildOptions, units: list, shard: str):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m release.kernels", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m release.archives", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile the kernel set (or one shard) and archive the objects")
     b.add_argument("--arch-group", dest="groups", action="append", required=True, help="blackwell, legacy, custom")
@@ -412,19 +415,19 @@ def main(argv: list[str] | None = None) -> int:
             archive = gather(ns.shards, ns.out.resolve())
             print(f"release: gathered {len(ns.shards)} shards into {archive}", flush=True)
             return 0
-        from . import wheels  # the group checks of the wheel sessions
-
-        opts = wheels.options_of(ns)
+        opts = prepare.options_of(ns)
         if opts.kernels is not None:
             raise ReleaseError(
                 "--kernels / FLASH_ATTN_KERNELS links an archive into a wheel (nox -s wheel_<group>); a kernels "
                 "build makes one: drop --kernels or unset FLASH_ATTN_KERNELS"
             )
         shard = ns.shard or os.environ.get("FLASH_ATTN_SHARD", "")
-        set_name, units = opts.validate(check_out=False)
-        if shard:
+
+        def check_shard(set_name: str, units: list) -> None:
+            if not shard:
+                return
             try:
-                _, count = _paths.kernel_set().parse_shard(shard)
+                _, count = kernel_sets.parse_shard(shard)
             except ValueError as e:
                 raise ReleaseError(f"--shard: {e}") from None
             if count > len(units):
@@ -432,9 +435,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"--shard {shard}: kernel set '{set_name}' has {len(units)} units, so at most {len(units)} "
                     "shards have work; pass a smaller N"
                 )
-        tc = toolchain.probe()
-        toolchain.check(tc, need_torch=False)
-        opts.validate_toolchain(tc.cuda_version)
+
+        ready = prepare.prepare(opts, need_torch=False, check_out=False, before_probe=check_shard)
+        set_name, units, tc = ready.set_name, ready.units, ready.tc
         out = ns.out.resolve() if ns.out else _paths.REPO_ROOT / "kernels"
         options.check_writable(out, "--out", "kernels output folder")  # before hours of compiling
         prediction = predict_shard(opts, units, shard)
@@ -444,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"release: wrote {archive}", flush=True)
         return 0
 
-    return run_main(body, prog="release.kernels", argv=argv)
+    return run_main(body, prog="release.archives", argv=argv)
 
 
 if __name__ == "__main__":
