@@ -28,7 +28,7 @@ from .errors import ReleaseError
 
 _MANIFEST = manifest.load()
 _OPTIONS = _MANIFEST["options"]
-GROUPS = tuple(manifest.arch_groups(_MANIFEST))
+GROUPS = arch_rules.group_names(_MANIFEST)
 FATBIN_MODES = tuple(_OPTIONS["FLASH_ATTN_FATBIN_COMPRESSION"]["choices"])
 MIN_SM = int(_MANIFEST["archs"]["min_sm"])
 DEFAULT_KERNEL_SET = _OPTIONS["FLASH_ATTN_KERNEL_SET"]["default"]
@@ -143,10 +143,7 @@ class BuildOptions:
         folder that already holds a flash_attn wheel of another version.
         """
         if self.group not in GROUPS:
-            raise ReleaseError(
-                f"unknown arch group '{self.group}'. Valid groups: {', '.join(GROUPS)} "
-                "(nox -s wheel_blackwell, wheel_legacy, or wheel_custom -- --cuda-archs 80,90)."
-            )
+            arch_rules.check_group(self.group, f"({arch_rules.sessions_hint('wheel', _MANIFEST)})")
         if self.group == "custom" and not self.cuda_archs:
             raise ReleaseError(
                 "the custom arch group needs --cuda-archs, e.g. nox -s wheel_custom -- --cuda-archs 80,90"

@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 
 from . import (
+    arch_rules,
     build_key,
     builder,
     checksums,
@@ -166,7 +167,7 @@ def predict(opts: options.BuildOptions, set_name: str, units: list) -> list:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m release.wheels", description=__doc__.split("\n")[0])
-    p.add_argument("--arch-group", dest="groups", action="append", required=True, help="blackwell, legacy, custom")
+    p.add_argument("--arch-group", dest="groups", action="append", required=True, help=", ".join(options.GROUPS))
     options.add_arguments(p)
     return p
 
@@ -180,10 +181,9 @@ def parse(argv: list[str], env=None) -> options.BuildOptions:
 def options_of(ns: argparse.Namespace, env=None) -> options.BuildOptions:
     """BuildOptions from parsed arguments with one or more ``--arch-group`` (ns.groups); see parse."""
     groups = list(dict.fromkeys(ns.groups))
-    sessions = "nox -s wheel_blackwell, nox -s wheel_legacy, or nox -s wheel_custom -- --cuda-archs 80,90"
     for g in groups:
         if g not in options.GROUPS:
-            raise ReleaseError(f"unknown arch group '{g}'. Valid groups: {', '.join(options.GROUPS)} ({sessions}).")
+            arch_rules.check_group(g, f"({arch_rules.sessions_hint('wheel', repeat_nox=True)})")
     if len(groups) > 1:
         raise ReleaseError(
             f"this session builds the {groups[0]} group but --arch-group {groups[-1]} was given; run "
