@@ -130,7 +130,7 @@ def test_one_arch_group_change_reaches_every_reader(tmp_path):
     assert doc_tables.main(["--check"]) == 0
     assert doc_tables.main(["--check", "--manifest", str(changed)]) == 1
     docs = tmp_path / "docs_copy"
-    for rel in doc_tables.BLOCKS:
+    for rel in doc_tables.rendered_files():
         (docs / rel).parent.mkdir(parents=True, exist_ok=True)
         (docs / rel).write_bytes((ROOT / rel).read_bytes())
     assert doc_tables.main(["--manifest", str(changed), "--root", str(docs)]) == 0
@@ -191,7 +191,7 @@ def test_a_pin_or_memory_figure_change_reaches_the_docs(tmp_path):
     changed = tmp_path / "build-manifest.json"
     changed.write_text(json.dumps(data), encoding="utf-8")
     docs = tmp_path / "docs_copy"
-    for rel in doc_tables.BLOCKS:
+    for rel in doc_tables.rendered_files():
         (docs / rel).parent.mkdir(parents=True, exist_ok=True)
         (docs / rel).write_bytes((ROOT / rel).read_bytes())
     assert doc_tables.main(["--check", "--manifest", str(changed), "--root", str(docs)]) == 1

@@ -136,7 +136,7 @@ def test_arch_rules_are_the_cmake_modules():
     with pytest.raises(ReleaseError, match=r"^sm_95 is not an architecture this project builds\. Known: sm_80, sm_86"):
         arch_rules.check_archs("custom", [95])
     # No rule sentence of the CMake module is written again in Python.
-    python = (ROOT / "src" / "release" / "arch_rules.py").read_text() + (ROOT / "src" / "release" / "options.py").read_text()
+    python = "".join((ROOT / "src" / "release" / f).read_text() for f in ("arch_rules.py", "options.py", "wheels.py"))
     for sentence in ("is not built by this project", "is not an architecture this project builds", "needs CUDA",
                      "Valid groups:", "or newer (Ampere); sm_"):  # fmt: skip
         assert sentence not in python
