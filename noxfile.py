@@ -182,7 +182,7 @@ def release_rehearsal(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def doc_tables(session: nox.Session) -> None:
-    """Rewrite the docs' tables rendered from build-manifest.json (-- --check only checks)."""
+    """Rewrite the docs' tables and CMakePresets.json rendered from build-manifest.json (-- --check only checks)."""
     session.run(sys.executable, "-m", "release.doc_tables", *session.posargs, env=ENV)  # stdlib only: no venv
 
 
