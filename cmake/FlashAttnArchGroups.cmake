@@ -115,26 +115,31 @@ function(flash_attn_arch_groups_list out_var)
 endfunction()
 
 # ---------------------------------------------------------------------------
-# _flash_attn_parse_arch(<text> <out_var>)  (internal)
+# _flash_attn_parse_arch(<text> <flag> <out_var>)  (internal)
 #
-# Arguments: <text> one entry of a custom ARCHS list: "80", "8.0" or "sm_80".
+# Arguments: <text> one entry of a custom ARCHS list: "80", "8.0" or "sm_80";
+#            <flag> the list's name in the message (ARCHS, or --cuda-archs).
 # Outputs:   <out_var> = the SM as an integer ("80"); "8.0" means 8*10+0, the
 #            compute-capability spelling used by TORCH_CUDA_ARCH_LIST.
 # Errors:    FATAL_ERROR for anything else (e.g. "90a", "compute_90", "abc"),
 #            saying how to write it.
 # Source:    compute capability X.Y is SM number X*10+Y (CUDA programming guide).
 # ---------------------------------------------------------------------------
-function(_flash_attn_parse_arch text out_var)
+function(_flash_attn_parse_arch text flag out_var)
   string(STRIP "${text}" t)
   if(t MATCHES "^(sm_)?([0-9]+)$")
     math(EXPR sm "${CMAKE_MATCH_2}")
   elseif(t MATCHES "^([0-9]+)\\.([0-9])$")
     math(EXPR sm "${CMAKE_MATCH_1} * 10 + ${CMAKE_MATCH_2}")
   else()
+    if(flag STREQUAL "ARCHS")
+      set(several "ARCHS 80;90")
+    else()
+      set(several "${flag} 80,90")
+    endif()
     message(FATAL_ERROR
-      "flash_attn: '${text}' in ARCHS is not an SM number. Write the SM as 80, "
-      "8.0 or sm_80; suffixes such as 'a'/'f' and PTX-only entries are chosen "
-      "by this module, not by ARCHS.")
+      "flash_attn: '${text}' in ${flag} is not an SM number. Write it as 80, 8.0 or sm_80 "
+      "(several: ${several}); suffixes such as 'a'/'f' are chosen by the build.")
   endif()
   set(${out_var} "${sm}" PARENT_SCOPE)
 endfunction()
@@ -207,6 +212,8 @@ endfunction()
 #   ARCHS_TEXT    GROUP custom only: SM entries (80, 8.0 or sm_80) separated
 #                 by ",", ";" or blanks. A fixed group accepts it only empty.
 #   GROUP_ONLY    stop after the group name (no ARCHS rules); OUT_ARCHS is "".
+#   ALLOW_EMPTY   an empty custom list is no error (OUT_ARCHS ""): the sessions
+#                 parse --cuda-archs before they know the group.
 #   ARCHS_FLAG    how the caller's user writes the SM list in the messages
 #                 (default ARCHS; the wheel sessions pass --cuda-archs).
 #   GROUP_HINT    what to do after an unknown group (default: how CMake users
@@ -219,7 +226,7 @@ endfunction()
 # ---------------------------------------------------------------------------
 function(flash_attn_arch_group_parse)
   _flash_attn_arch_group_data()
-  cmake_parse_arguments(PARSE_ARGV 0 ARG "GROUP_ONLY"
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "GROUP_ONLY;ALLOW_EMPTY"
     "GROUP;CUDA_VERSION;ARCHS_TEXT;ARCHS_FLAG;GROUP_HINT;OUT_ARCHS" "")
   if(NOT ARG_OUT_ARCHS)
     message(FATAL_ERROR "flash_attn_arch_group_parse: OUT_ARCHS is required.")
@@ -259,10 +266,10 @@ function(flash_attn_arch_group_parse)
   if(ARG_GROUP STREQUAL "custom")
     set(archs "")
     foreach(entry IN LISTS requested)
-      _flash_attn_parse_arch("${entry}" sm)
+      _flash_attn_parse_arch("${entry}" "${ARG_ARCHS_FLAG}" sm)
       list(APPEND archs "${sm}")
     endforeach()
-    if(NOT archs)
+    if(NOT archs AND NOT ARG_ALLOW_EMPTY)
       message(FATAL_ERROR
         "flash_attn: arch group custom needs a non-empty ARCHS list, "
         "e.g. ARCHS 80;90 or ARCHS 8.0;9.0.")
@@ -285,7 +292,7 @@ endfunction()
 
 # ---------------------------------------------------------------------------
 # flash_attn_arch_group_check(GROUP <g> ARCHS <list> [CUDA_VERSION <x.y[.z]>]
-#     [ARCHS_FLAG <name>] [TOOLKIT_HINT <text>] OUT_PTX_ARCH <var>)
+#     [ARCHS_FLAG <name>] [TOOLKIT_HINT <text>] [MIN_ARCH_ONLY] OUT_PTX_ARCH <var>)
 #
 # Step 2 of 3: the SM rules of the manifest ("archs", "arch_groups") on the
 # list flash_attn_arch_group_parse() returned. This is the one place these
@@ -298,6 +305,8 @@ endfunction()
 #   ARCHS_FLAG    the name of the SM list in the remedies (default ARCHS).
 #   TOOLKIT_HINT  for a fixed group, what to do instead of installing a newer
 #                 CUDA (default: leave the SM out of a custom list).
+#   MIN_ARCH_ONLY apply the first rule only (archs.min_sm), as the sessions do
+#                 while they parse --cuda-archs; OUT_PTX_ARCH is then "".
 # Outputs: OUT_PTX_ARCH = the SM shipped as PTX: the group's ptx in the
 #   manifest, the newest SM for custom (or a group without ptx).
 # Errors (FATAL_ERROR, per SM ascending, so the oldest problem is named
@@ -312,7 +321,7 @@ endfunction()
 # ---------------------------------------------------------------------------
 function(flash_attn_arch_group_check)
   _flash_attn_arch_group_data()
-  cmake_parse_arguments(PARSE_ARGV 0 ARG ""
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "MIN_ARCH_ONLY"
     "GROUP;CUDA_VERSION;ARCHS_FLAG;TOOLKIT_HINT;OUT_PTX_ARCH" "ARCHS")
   if(NOT ARG_GROUP OR NOT ARG_ARCHS OR NOT ARG_OUT_PTX_ARCH)
     message(FATAL_ERROR "flash_attn_arch_group_check: GROUP, ARCHS and OUT_PTX_ARCH are required.")
@@ -325,6 +334,9 @@ function(flash_attn_arch_group_check)
       message(FATAL_ERROR
         "flash_attn: FlashAttention-2 needs sm_${FLASH_ATTN_MIN_ARCH} or newer (Ampere); sm_${sm} "
         "was requested in group ${ARG_GROUP}. Remove it from ${ARG_ARCHS_FLAG}.")
+    endif()
+    if(ARG_MIN_ARCH_ONLY)
+      continue()
     endif()
     if(sm IN_LIST FLASH_ATTN_REFUSED_ARCHS)
       message(FATAL_ERROR
@@ -354,6 +366,10 @@ function(flash_attn_arch_group_check)
     endif()
   endforeach()
 
+  if(ARG_MIN_ARCH_ONLY)
+    set(${ARG_OUT_PTX_ARCH} "" PARENT_SCOPE)
+    return()
+  endif()
   # PTX: the group's ptx entry in the manifest (a member of the group), the
   # newest arch for custom; the emit step makes it the plain (forward-compatible) form.
   if(ARG_GROUP STREQUAL "custom" OR "${FLASH_ATTN_ARCH_GROUP_PTX_${ARG_GROUP}}" STREQUAL "")

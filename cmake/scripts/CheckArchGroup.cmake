@@ -2,11 +2,12 @@
 # configure (the Python release tooling, release.arch_rules), so the rules are written once.
 #
 # Usage (script mode):
-#   cmake -DGROUP=<g> [-DARCHS=<80,90>] [-DCUDA_VERSION=<x.y[.z]>] [-DGROUP_ONLY=ON]
+#   cmake -DGROUP=<g> [-DARCHS=<80,90>] [-DCUDA_VERSION=<x.y[.z]>] [-DGROUP_ONLY=ON | -DPARSE_ONLY=ON]
 #         [-DARCHS_FLAG=<name>] [-DGROUP_HINT=<text>] [-DTOOLKIT_HINT=<text>]
 #         [-DFLASH_ATTN_MANIFEST=<file>] -P cmake/scripts/CheckArchGroup.cmake
 #
-# GROUP_ONLY checks the group name only; otherwise flash_attn_arch_group_parse() and
+# GROUP_ONLY checks the group name only; PARSE_ONLY parses ARCHS as a custom list (it may be empty)
+# and applies the oldest-SM rule only (the sessions' --cuda-archs, before the group is known); otherwise flash_attn_arch_group_parse() and
 # flash_attn_arch_group_check() run (the toolkit rule only with CUDA_VERSION). ARCHS_FLAG, GROUP_HINT
 # and TOOLKIT_HINT word the remedies for the caller's users (see those functions).
 # Output on success, on stdout: "flash_attn-archs=<SMs, ';'-separated>" and "flash_attn-ptx=<SM>"
@@ -14,32 +15,39 @@
 cmake_minimum_required(VERSION 3.25)
 include("${CMAKE_CURRENT_LIST_DIR}/../FlashAttnArchGroups.cmake")
 
-set(hints "")
-foreach(name IN ITEMS ARCHS_FLAG GROUP_HINT)
-  if(DEFINED ${name})
-    list(APPEND hints ${name} "${${name}}")
-  endif()
-endforeach()
+# Optional keywords, passed on only when given (the functions have their own defaults).
+set(flag "")
+if(DEFINED ARCHS_FLAG)
+  set(flag ARCHS_FLAG "${ARCHS_FLAG}")
+endif()
+set(group_hint "")
+if(DEFINED GROUP_HINT)
+  set(group_hint GROUP_HINT "${GROUP_HINT}")
+endif()
+set(toolkit "")
+if(NOT "${CUDA_VERSION}" STREQUAL "")
+  set(toolkit CUDA_VERSION "${CUDA_VERSION}")
+endif()
+set(toolkit_hint "")
+if(DEFINED TOOLKIT_HINT)
+  set(toolkit_hint TOOLKIT_HINT "${TOOLKIT_HINT}")
+endif()
+# A trailing comma keeps ARCHS_TEXT non-empty (an empty keyword value draws CMP0174's warning).
+string(REPLACE ";" "," archs_text "${ARCHS},")
+
 set(archs "")
 set(ptx "")
 if(GROUP_ONLY)
-  flash_attn_arch_group_parse(GROUP "${GROUP}" GROUP_ONLY ${hints} OUT_ARCHS archs)
+  flash_attn_arch_group_parse(GROUP "${GROUP}" GROUP_ONLY ${group_hint} OUT_ARCHS archs)
+elseif(PARSE_ONLY)
+  flash_attn_arch_group_parse(GROUP custom ARCHS_TEXT "${archs_text}" ALLOW_EMPTY ${flag} OUT_ARCHS archs)
+  if(archs)
+    flash_attn_arch_group_check(GROUP custom ARCHS ${archs} ${flag} MIN_ARCH_ONLY OUT_PTX_ARCH ptx)
+  endif()
 else()
-  set(toolkit "")
-  if(NOT "${CUDA_VERSION}" STREQUAL "")
-    set(toolkit CUDA_VERSION "${CUDA_VERSION}")
-  endif()
-  # A trailing comma keeps the keyword's value non-empty (an empty one draws CMP0174's warning).
-  string(REPLACE ";" "," archs_text "${ARCHS},")
-  flash_attn_arch_group_parse(GROUP "${GROUP}" ${toolkit} ARCHS_TEXT "${archs_text}" ${hints} OUT_ARCHS archs)
-  set(remedies "")
-  if(DEFINED ARCHS_FLAG)
-    list(APPEND remedies ARCHS_FLAG "${ARCHS_FLAG}")
-  endif()
-  if(DEFINED TOOLKIT_HINT)
-    list(APPEND remedies TOOLKIT_HINT "${TOOLKIT_HINT}")
-  endif()
-  flash_attn_arch_group_check(GROUP "${GROUP}" ARCHS ${archs} ${toolkit} ${remedies} OUT_PTX_ARCH ptx)
+  flash_attn_arch_group_parse(GROUP "${GROUP}" ${toolkit} ARCHS_TEXT "${archs_text}" ${flag} ${group_hint}
+    OUT_ARCHS archs)
+  flash_attn_arch_group_check(GROUP "${GROUP}" ARCHS ${archs} ${toolkit} ${flag} ${toolkit_hint} OUT_PTX_ARCH ptx)
 endif()
 execute_process(COMMAND "${CMAKE_COMMAND}" -E echo "flash_attn-archs=${archs}")
 execute_process(COMMAND "${CMAKE_COMMAND}" -E echo "flash_attn-ptx=${ptx}")

@@ -90,20 +90,9 @@ COMPRESS_MODE_MIN_CUDA = tuple(int(x) for x in _OPTIONS["FLASH_ATTN_FATBIN_COMPR
 
 
 def parse_archs(text: str) -> list[int]:
-    """SM numbers from "80;90", "80,90", "8.0 9.0" or "sm_80": sorted, without duplicates."""
-    archs = set()
-    for entry in filter(None, re.split(r"[;,\s]+", text.strip())):
-        m = re.fullmatch(r"(?:sm_)?(\d+)|(\d+)\.(\d)", entry)
-        if not m:
-            raise ReleaseError(
-                f"'{entry}' in --cuda-archs is not an SM number. Write it as 80, 8.0 or sm_80 "
-                "(several: --cuda-archs 80,90); suffixes such as 'a'/'f' are chosen by the build."
-            )
-        sm = int(m.group(1)) if m.group(1) else int(m.group(2)) * 10 + int(m.group(3))
-        if sm < MIN_SM:
-            raise ReleaseError(f"sm_{sm} in --cuda-archs: FlashAttention-2 needs sm_{MIN_SM} or newer (Ampere).")
-        archs.add(sm)
-    return sorted(archs)
+    """SM numbers of --cuda-archs ("80;90", "80,90", "8.0 9.0" or "sm_80"): sorted, without duplicates;
+    parsed by cmake/FlashAttnArchGroups.cmake through :func:`arch_rules.parse_archs`."""
+    return arch_rules.parse_archs(text, "--cuda-archs")
 
 
 def _on_off(value: str | None, what: str) -> str | None:

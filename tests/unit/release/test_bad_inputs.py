@@ -130,6 +130,7 @@ def test_arch_rules_are_the_cmake_modules():
     """release.arch_rules asks cmake/FlashAttnArchGroups.cmake (cmake -P), which reads the manifest."""
     assert arch_rules.check_archs("legacy") == [80, 89, 90] and arch_rules.check_archs("blackwell") == [100, 120, 121]
     assert arch_rules.check_archs("custom", [90, 80, 90], "12.8") == [80, 90]
+    assert arch_rules.parse_archs("9.0, sm_80;80") == [80, 90] and arch_rules.parse_archs(" ; ") == []
     assert arch_rules.group_names() == ("blackwell", "legacy", "custom")
     with pytest.raises(ReleaseError, match=r"sm_100 \(Blackwell, B200\) needs CUDA 12.8 or newer"):
         arch_rules.check_archs("custom", [80, 100], "12.6")
@@ -138,7 +139,7 @@ def test_arch_rules_are_the_cmake_modules():
     # No rule sentence of the CMake module is written again in Python.
     python = "".join((ROOT / "src" / "release" / f).read_text() for f in ("arch_rules.py", "options.py", "wheels.py"))
     for sentence in ("is not built by this project", "is not an architecture this project builds", "needs CUDA",
-                     "Valid groups:", "or newer (Ampere); sm_"):  # fmt: skip
+                     "Valid groups:", "or newer (Ampere)", "is not an SM number"):  # fmt: skip
         assert sentence not in python
 
 
