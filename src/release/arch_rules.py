@@ -60,7 +60,7 @@ def _run(defines: dict[str, str]) -> list[int]:
 def parse_archs(text: str, flag: str = "--cuda-archs") -> list[int]:
     """SM numbers from a custom list as the user wrote it ("80;90", "80,90", "8.0 9.0", "sm_80"):
     sorted, without duplicates, [] for a list of separators only. Raises ReleaseError (naming `flag`)
-    for an entry that is not an SM number and for an SM below archs.min_sm; the other rules wait for
+    for an entry that is no SM spelling and for an SM below archs.min_sm; the other rules wait for
     :func:`check_archs`, when the group is known."""
     return _run({"PARSE_ONLY": "ON", "ARCHS": text, "ARCHS_FLAG": flag})
 
