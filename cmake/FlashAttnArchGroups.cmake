@@ -203,7 +203,8 @@ endfunction()
 
 # ---------------------------------------------------------------------------
 # flash_attn_arch_group_parse(GROUP <g> [CUDA_VERSION <x.y[.z]>] [ARCHS_TEXT <text>]
-#     [GROUP_ONLY] [ARCHS_FLAG <name>] [GROUP_HINT <text>] OUT_ARCHS <var>)
+#     [GROUP_ONLY] [ALLOW_EMPTY] [ARCHS_FLAG <name>] [GROUP_HINT <text>]
+#     [CUSTOM_PREFIX <text>] OUT_ARCHS <var>)
 #
 # Step 1 of 3 (parse, check, emit): the inputs as given, before any SM rule.
 # Arguments:
@@ -218,21 +219,28 @@ endfunction()
 #                 (default ARCHS; the wheel sessions pass --cuda-archs).
 #   GROUP_HINT    what to do after an unknown group (default: how CMake users
 #                 pick custom; the sessions name their nox sessions).
+#   CUSTOM_PREFIX what comes before ARCHS_FLAG to build the custom group, in the
+#                 remedies (default "GROUP custom"; the sessions: nox -s
+#                 wheel_custom --).
 # Outputs: OUT_ARCHS = the group's SMs, integers, ascending, no duplicates
 #   (a fixed group's from the manifest, custom's from ARCHS_TEXT).
 # Errors (FATAL_ERROR, in this order): no GROUP; unknown GROUP (lists the
 #   valid groups); a malformed CUDA_VERSION; an entry that is not an SM
-#   number; an empty custom list; a non-empty list for a fixed group.
+#   number; an empty custom list (unless ALLOW_EMPTY); a non-empty list for
+#   a fixed group.
 # ---------------------------------------------------------------------------
 function(flash_attn_arch_group_parse)
   _flash_attn_arch_group_data()
   cmake_parse_arguments(PARSE_ARGV 0 ARG "GROUP_ONLY;ALLOW_EMPTY"
-    "GROUP;CUDA_VERSION;ARCHS_TEXT;ARCHS_FLAG;GROUP_HINT;OUT_ARCHS" "")
+    "GROUP;CUDA_VERSION;ARCHS_TEXT;ARCHS_FLAG;GROUP_HINT;CUSTOM_PREFIX;OUT_ARCHS" "")
   if(NOT ARG_OUT_ARCHS)
     message(FATAL_ERROR "flash_attn_arch_group_parse: OUT_ARCHS is required.")
   endif()
   if(NOT ARG_ARCHS_FLAG)
     set(ARG_ARCHS_FLAG ARCHS)
+  endif()
+  if(NOT ARG_CUSTOM_PREFIX)
+    set(ARG_CUSTOM_PREFIX "GROUP custom")
   endif()
   if(NOT DEFINED ARG_GROUP_HINT)
     set(ARG_GROUP_HINT "(custom takes an explicit ARCHS list, e.g. ARCHS 80;90)")
@@ -271,17 +279,18 @@ function(flash_attn_arch_group_parse)
     endforeach()
     if(NOT archs AND NOT ARG_ALLOW_EMPTY)
       message(FATAL_ERROR
-        "flash_attn: arch group custom needs a non-empty ARCHS list, "
-        "e.g. ARCHS 80;90 or ARCHS 8.0;9.0.")
+        "flash_attn: the custom arch group needs ${ARG_ARCHS_FLAG}, "
+        "e.g. ${ARG_CUSTOM_PREFIX} ${ARG_ARCHS_FLAG} 80,90.")
     endif()
   else()
     # An empty list is accepted, so a caller can always pass its option
     # through (ARCHS "${FLASH_ATTN_CUDA_ARCHS}"); a non-empty one is a mistake.
     if(requested)
       string(REPLACE ";" ", " fixed "${FLASH_ATTN_ARCH_GROUP_${ARG_GROUP}}")
+      string(REPLACE ";" "," given "${requested}")
       message(FATAL_ERROR
-        "flash_attn: ARCHS is only for GROUP custom; group ${ARG_GROUP} is "
-        "fixed to ${fixed}. Use GROUP custom ARCHS <list> to choose archs.")
+        "flash_attn: ${ARG_ARCHS_FLAG} applies to the custom group only; the ${ARG_GROUP} group has "
+        "fixed archs (${fixed}). Use ${ARG_CUSTOM_PREFIX} ${ARG_ARCHS_FLAG} ${given}")
     endif()
     set(archs ${FLASH_ATTN_ARCH_GROUP_${ARG_GROUP}})
   endif()

@@ -3,13 +3,14 @@
 #
 # Usage (script mode):
 #   cmake -DGROUP=<g> [-DARCHS=<80,90>] [-DCUDA_VERSION=<x.y[.z]>] [-DGROUP_ONLY=ON | -DPARSE_ONLY=ON]
-#         [-DARCHS_FLAG=<name>] [-DGROUP_HINT=<text>] [-DTOOLKIT_HINT=<text>]
+#         [-DARCHS_FLAG=<name>] [-DGROUP_HINT=<text>] [-DTOOLKIT_HINT=<text>] [-DCUSTOM_PREFIX=<text>]
 #         [-DFLASH_ATTN_MANIFEST=<file>] -P cmake/scripts/CheckArchGroup.cmake
 #
-# GROUP_ONLY checks the group name only; PARSE_ONLY parses ARCHS as a custom list (it may be empty)
-# and applies the oldest-SM rule only (the sessions' --cuda-archs, before the group is known); otherwise flash_attn_arch_group_parse() and
-# flash_attn_arch_group_check() run (the toolkit rule only with CUDA_VERSION). ARCHS_FLAG, GROUP_HINT
-# and TOOLKIT_HINT word the remedies for the caller's users (see those functions).
+# GROUP_ONLY checks the group name only; PARSE_ONLY parses ARCHS as a custom list (it may be
+# empty) and applies the oldest-SM rule only (the sessions' --cuda-archs, before the group is
+# known); otherwise flash_attn_arch_group_parse() and flash_attn_arch_group_check() run (the
+# toolkit rule only with CUDA_VERSION). ARCHS_FLAG, GROUP_HINT, TOOLKIT_HINT and CUSTOM_PREFIX
+# word the remedies for the caller's users (see those functions).
 # Output on success, on stdout: "flash_attn-archs=<SMs, ';'-separated>" and "flash_attn-ptx=<SM>"
 # (both empty with GROUP_ONLY). Errors: the module's FATAL_ERROR (exit code 1, the message on stderr).
 cmake_minimum_required(VERSION 3.25)
@@ -23,6 +24,10 @@ endif()
 set(group_hint "")
 if(DEFINED GROUP_HINT)
   set(group_hint GROUP_HINT "${GROUP_HINT}")
+endif()
+set(custom_prefix "")
+if(DEFINED CUSTOM_PREFIX)
+  set(custom_prefix CUSTOM_PREFIX "${CUSTOM_PREFIX}")
 endif()
 set(toolkit "")
 if(NOT "${CUDA_VERSION}" STREQUAL "")
@@ -46,7 +51,7 @@ elseif(PARSE_ONLY)
   endif()
 else()
   flash_attn_arch_group_parse(GROUP "${GROUP}" ${toolkit} ARCHS_TEXT "${archs_text}" ${flag} ${group_hint}
-    OUT_ARCHS archs)
+    ${custom_prefix} OUT_ARCHS archs)
   flash_attn_arch_group_check(GROUP "${GROUP}" ARCHS ${archs} ${toolkit} ${flag} ${toolkit_hint} OUT_PTX_ARCH ptx)
 endif()
 execute_process(COMMAND "${CMAKE_COMMAND}" -E echo "flash_attn-archs=${archs}")

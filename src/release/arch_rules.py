@@ -22,8 +22,10 @@ from .errors import ReleaseError
 
 CHECK_SCRIPT = _paths.REPO_ROOT / "cmake" / "scripts" / "CheckArchGroup.cmake"
 _ARCHS_PREFIX = "flash_attn-archs="
-# What to do when a fixed group holds an SM the toolkit cannot build (CMake's own says: leave it out).
-_TOOLKIT_HINT = "build the archs this toolkit supports with nox -s wheel_custom -- --cuda-archs ..."
+# The sessions' way to build the custom group (CMake's remedies say GROUP custom ARCHS ...), and what to
+# do when a fixed group holds an SM the toolkit cannot build (CMake's own says: leave it out).
+_CUSTOM_PREFIX = "nox -s wheel_custom --"
+_TOOLKIT_HINT = f"build the archs this toolkit supports with {_CUSTOM_PREFIX} --cuda-archs ..."
 
 
 def _cmake() -> str:
@@ -75,17 +77,20 @@ def check_group(group: str, hint: str) -> None:
 
 
 def check_archs(group: str, archs: list[int] | None = None, cuda_version: str | None = None,
-                flag: str = "--cuda-archs") -> list[int]:  # fmt: skip
+                flag: str = "--cuda-archs", group_hint: str | None = None) -> list[int]:  # fmt: skip
     """The SMs `group` builds (a fixed group's from the manifest, else `archs`, sorted), checked.
 
     Runs flash_attn_arch_group_parse and flash_attn_arch_group_check of
-    cmake/FlashAttnArchGroups.cmake: per SM ascending, below archs.min_sm, refused by name
-    (archs.refused), not in archs.known and, when `cuda_version` (nvcc's, e.g. "12.8.93") is
-    given, newer than the toolkit. Raises ReleaseError with the module's sentence; its remedy
-    names `flag`, or for a fixed group the custom session.
+    cmake/FlashAttnArchGroups.cmake: the group must exist (the message ends in `group_hint`),
+    custom needs `archs` and a fixed group takes none; then per SM ascending: below archs.min_sm,
+    refused by name (archs.refused), not in archs.known and, when `cuda_version` (nvcc's, e.g.
+    "12.8.93") is given, newer than the toolkit. Raises ReleaseError with the module's sentence;
+    its remedies name `flag` and the custom session.
     """
     defines = {"GROUP": group, "ARCHS": ",".join(map(str, archs or [])), "ARCHS_FLAG": flag}
-    defines["TOOLKIT_HINT"] = _TOOLKIT_HINT
+    defines.update(TOOLKIT_HINT=_TOOLKIT_HINT, CUSTOM_PREFIX=_CUSTOM_PREFIX)
+    if group_hint is not None:
+        defines["GROUP_HINT"] = group_hint
     if cuda_version:
         defines["CUDA_VERSION"] = cuda_version
     return _run(defines)

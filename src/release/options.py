@@ -131,17 +131,10 @@ class BuildOptions:
         fixed group), an unknown kernel set, a bad job count or fatbin mode, and an output
         folder that already holds a flash_attn wheel of another version.
         """
-        if self.group not in GROUPS:
-            arch_rules.check_group(self.group, f"({arch_rules.sessions_hint('wheel', _MANIFEST)})")
-        if self.group == "custom" and not self.cuda_archs:
-            raise ReleaseError(
-                "the custom arch group needs --cuda-archs, e.g. nox -s wheel_custom -- --cuda-archs 80,90"
-            )
-        if self.group != "custom" and self.cuda_archs:
-            raise ReleaseError(
-                f"--cuda-archs applies to the custom group only; the {self.group} group has fixed archs. "
-                f"Use nox -s wheel_custom -- --cuda-archs {','.join(map(str, self.cuda_archs))}"
-            )
+        # The group and its SM list, by cmake/FlashAttnArchGroups.cmake (toolkit rules: validate_toolchain).
+        arch_rules.check_archs(
+            self.group, self.cuda_archs, group_hint=f"({arch_rules.sessions_hint('wheel', _MANIFEST)})"
+        )
         if self.cache not in CACHES:
             raise ReleaseError(f"--cache {self.cache}: use one of {', '.join(CACHES)}")
         if self.kernels is not None and not (self.kernels / "kernels-manifest.json").is_file():
@@ -174,7 +167,6 @@ class BuildOptions:
             resolved = ks.resolve(self.kernel_set)
         except ks.KernelSetError as e:
             raise ReleaseError(f"kernel set: {e}") from None
-        arch_rules.check_archs(self.group, self.cuda_archs)
         check_inputs(self.passthrough)
         check_build_root(self.build_root)
         if not (self.passthrough.get("FLASH_ATTN_SDIST") or self.passthrough.get("FLASH_ATTN_SOURCE_DIR")):

@@ -139,7 +139,8 @@ def test_arch_rules_are_the_cmake_modules():
     # No rule sentence of the CMake module is written again in Python.
     python = "".join((ROOT / "src" / "release" / f).read_text() for f in ("arch_rules.py", "options.py", "wheels.py"))
     for sentence in ("is not built by this project", "is not an architecture this project builds", "needs CUDA",
-                     "Valid groups:", "or newer (Ampere)", "is not an SM number"):  # fmt: skip
+                     "Valid groups:", "or newer (Ampere)", "is not an SM number", "applies to the custom group only",
+                     "custom arch group needs"):  # fmt: skip
         assert sentence not in python
 
 
