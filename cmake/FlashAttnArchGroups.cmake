@@ -24,6 +24,13 @@
 #   flash_attn_arch_group_targets(GROUP legacy CUDA_VERSION ${CMAKE_CUDA_COMPILER_VERSION}
 #     OUT_ARCHS archs OUT_CUDA_ARCHITECTURES cuda_archs OUT_PTX_ARCH ptx OUT_SASS sass)
 #   set_property(TARGET _C PROPERTY CUDA_ARCHITECTURES "${cuda_archs}")
+#
+# flash_attn_arch_group_targets runs three steps: flash_attn_arch_group_parse
+# (group name, toolkit spelling, SM list), flash_attn_arch_group_check (the SM
+# rules of the manifest) and _flash_attn_arch_group_emit (the entries above).
+# The rules are written here only: the Python release tooling runs the first
+# two through cmake/scripts/CheckArchGroup.cmake (release.arch_rules), with the
+# remedies worded for its flags (ARCHS_FLAG, GROUP_HINT, CUSTOM_PREFIX, ...).
 
 include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnManifest.cmake")
 
