@@ -41,42 +41,42 @@ def _release(session: nox.Session, module: str, *args: str) -> None:
     session.run("python", "-m", f"release.{module}", *args, *session.posargs, env=ENV)
 
 
-# One session per arch group of build-manifest.json (its SMs are there, nowhere else).
-@nox.session(venv_params=SHARED)
-def wheel_blackwell(session: nox.Session) -> None:
-    """Build, tag, checksum and smoke-test the blackwell wheel (SMs: build-manifest.json)."""
-    _release(session, "wheels", "--arch-group", "blackwell")
+# Two sessions per arch group of build-manifest.json (arch_groups; its SMs are there, nowhere else):
+# wheel_<group> builds, tags, checksums and smoke-tests a wheel, kernels_<group> compiles the kernel
+# objects without torch, whole set or one shard (-- --shard 3/8), for a later --kernels link. A group
+# without fixed SMs (custom) takes them from -- --cuda-archs. Adding a group to the manifest adds both.
+ARCH_GROUPS = json.loads(_MANIFEST.read_text(encoding="utf-8"))["arch_groups"]
 
 
-@nox.session(venv_params=SHARED)
-def wheel_legacy(session: nox.Session) -> None:
-    """Build, tag, checksum and smoke-test the legacy wheel (SMs: build-manifest.json)."""
-    _release(session, "wheels", "--arch-group", "legacy")
+def _group_doc(kind: str, group: dict) -> str:
+    """The help line `nox -l` shows for the `kind` (wheel or kernels) session of a manifest group."""
+    if group["sms"] is None:
+        return {
+            "wheel": "Build a wheel for the SMs given with --cuda-archs (e.g. -- --cuda-archs 80,90).",
+            "kernels": "Compile the kernel objects for -- --cuda-archs 80,90 (or one shard: --shard K/N).",
+        }[kind]
+    sms = ", ".join(f"sm_{sm}" for sm in group["sms"])
+    return {
+        "wheel": f"Build, tag, checksum and smoke-test the {group['name']} wheel ({sms}: {group['gpus']}).",
+        "kernels": f"Compile the {group['name']} kernel objects (or one shard: -- --shard K/N) into a kernels archive.",
+    }[kind]
 
 
-@nox.session(venv_params=SHARED)
-def wheel_custom(session: nox.Session) -> None:
-    """Build a wheel for the SMs given with --cuda-archs (e.g. -- --cuda-archs 80,90)."""
-    _release(session, "wheels", "--arch-group", "custom")
+def _group_session(kind: str, group: dict) -> None:
+    """Register the nox session <kind>_<group name>: release.wheels or release.archives build for it."""
+    args = ("wheels",) if kind == "wheel" else ("archives", "build")
+
+    def run(session: nox.Session) -> None:
+        _release(session, *args, "--arch-group", group["name"])
+
+    run.__doc__ = _group_doc(kind, group)
+    run.__name__ = f"{kind}_{group['name']}"
+    nox.session(name=run.__name__, venv_params=SHARED)(run)
 
 
-# Kernel objects without torch, whole set or one shard (-- --shard 3/8), for a later --kernels link.
-@nox.session(venv_params=SHARED)
-def kernels_blackwell(session: nox.Session) -> None:
-    """Compile the blackwell kernel objects (or one shard: -- --shard K/N) into a kernels archive."""
-    _release(session, "archives", "build", "--arch-group", "blackwell")
-
-
-@nox.session(venv_params=SHARED)
-def kernels_legacy(session: nox.Session) -> None:
-    """Compile the legacy kernel objects (or one shard: -- --shard K/N) into a kernels archive."""
-    _release(session, "archives", "build", "--arch-group", "legacy")
-
-
-@nox.session(venv_params=SHARED)
-def kernels_custom(session: nox.Session) -> None:
-    """Compile the kernel objects for -- --cuda-archs 80,90 (or one shard: --shard K/N)."""
-    _release(session, "archives", "build", "--arch-group", "custom")
+for _kind in ("wheel", "kernels"):
+    for _group in ARCH_GROUPS:
+        _group_session(_kind, _group)
 
 
 @nox.session(venv_backend="none")
@@ -182,7 +182,7 @@ def release_rehearsal(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def doc_tables(session: nox.Session) -> None:
-    """Rewrite the docs' tables rendered from build-manifest.json (-- --check only checks)."""
+    """Rewrite the docs' tables and CMakePresets.json rendered from build-manifest.json (-- --check only checks)."""
     session.run(sys.executable, "-m", "release.doc_tables", *session.posargs, env=ENV)  # stdlib only: no venv
 
 

@@ -24,6 +24,13 @@
 #   flash_attn_arch_group_targets(GROUP legacy CUDA_VERSION ${CMAKE_CUDA_COMPILER_VERSION}
 #     OUT_ARCHS archs OUT_CUDA_ARCHITECTURES cuda_archs OUT_PTX_ARCH ptx OUT_SASS sass)
 #   set_property(TARGET _C PROPERTY CUDA_ARCHITECTURES "${cuda_archs}")
+#
+# flash_attn_arch_group_targets runs three steps: flash_attn_arch_group_parse
+# (group name, toolkit spelling, SM list), flash_attn_arch_group_check (the SM
+# rules of the manifest) and _flash_attn_arch_group_emit (the entries above).
+# The rules are written here only: the Python release tooling runs the first
+# two through cmake/scripts/CheckArchGroup.cmake (release.arch_rules), with the
+# remedies worded for its flags (ARCHS_FLAG, GROUP_HINT, CUSTOM_PREFIX, ...).
 
 include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnManifest.cmake")
 
@@ -115,26 +122,31 @@ function(flash_attn_arch_groups_list out_var)
 endfunction()
 
 # ---------------------------------------------------------------------------
-# _flash_attn_parse_arch(<text> <out_var>)  (internal)
+# _flash_attn_parse_arch(<text> <flag> <out_var>)  (internal)
 #
-# Arguments: <text> one entry of a custom ARCHS list: "80", "8.0" or "sm_80".
+# Arguments: <text> one entry of a custom ARCHS list: "80", "8.0" or "sm_80";
+#            <flag> the list's name in the message (ARCHS, or --cuda-archs).
 # Outputs:   <out_var> = the SM as an integer ("80"); "8.0" means 8*10+0, the
 #            compute-capability spelling used by TORCH_CUDA_ARCH_LIST.
 # Errors:    FATAL_ERROR for anything else (e.g. "90a", "compute_90", "abc"),
 #            saying how to write it.
 # Source:    compute capability X.Y is SM number X*10+Y (CUDA programming guide).
 # ---------------------------------------------------------------------------
-function(_flash_attn_parse_arch text out_var)
+function(_flash_attn_parse_arch text flag out_var)
   string(STRIP "${text}" t)
   if(t MATCHES "^(sm_)?([0-9]+)$")
     math(EXPR sm "${CMAKE_MATCH_2}")
   elseif(t MATCHES "^([0-9]+)\\.([0-9])$")
     math(EXPR sm "${CMAKE_MATCH_1} * 10 + ${CMAKE_MATCH_2}")
   else()
+    if(flag STREQUAL "ARCHS")
+      set(several "ARCHS 80;90")
+    else()
+      set(several "${flag} 80,90")
+    endif()
     message(FATAL_ERROR
-      "flash_attn: '${text}' in ARCHS is not an SM number. Write the SM as 80, "
-      "8.0 or sm_80; suffixes such as 'a'/'f' and PTX-only entries are chosen "
-      "by this module, not by ARCHS.")
+      "flash_attn: '${text}' in ${flag} is not an SM number. Write it as 80, 8.0 or sm_80 "
+      "(several: ${several}); suffixes such as 'a'/'f' are chosen by the build.")
   endif()
   set(${out_var} "${sm}" PARENT_SCOPE)
 endfunction()
@@ -197,8 +209,240 @@ function(flash_attn_arch_groups_sass)
 endfunction()
 
 # ---------------------------------------------------------------------------
+# flash_attn_arch_group_parse(GROUP <g> [CUDA_VERSION <x.y[.z]>] [ARCHS_TEXT <text>]
+#     [GROUP_ONLY] [ALLOW_EMPTY] [ARCHS_FLAG <name>] [GROUP_HINT <text>]
+#     [CUSTOM_PREFIX <text>] OUT_ARCHS <var>)
+#
+# Step 1 of 3 (parse, check, emit): the inputs as given, before any SM rule.
+# Arguments:
+#   GROUP         a name from flash_attn_arch_groups_list(); empty = not given.
+#   CUDA_VERSION  optional; when given it must read x.y or x.y.z.
+#   ARCHS_TEXT    GROUP custom only: SM entries (80, 8.0 or sm_80) separated
+#                 by ",", ";" or blanks. A fixed group accepts it only empty.
+#   GROUP_ONLY    stop after the group name (no ARCHS rules); OUT_ARCHS is "".
+#   ALLOW_EMPTY   an empty custom list is no error (OUT_ARCHS ""): the sessions
+#                 parse --cuda-archs before they know the group.
+#   ARCHS_FLAG    how the caller's user writes the SM list in the messages
+#                 (default ARCHS; the wheel sessions pass --cuda-archs).
+#   GROUP_HINT    what to do after an unknown group (default: how CMake users
+#                 pick custom; the sessions name their nox sessions).
+#   CUSTOM_PREFIX what comes before ARCHS_FLAG to build the custom group, in the
+#                 remedies (default "GROUP custom"; the sessions: nox -s
+#                 wheel_custom --).
+# Outputs: OUT_ARCHS = the group's SMs, integers, ascending, no duplicates
+#   (a fixed group's from the manifest, custom's from ARCHS_TEXT).
+# Errors (FATAL_ERROR, in this order): no GROUP; unknown GROUP (lists the
+#   valid groups); a malformed CUDA_VERSION; an entry that is not an SM
+#   number; an empty custom list (unless ALLOW_EMPTY); a non-empty list for
+#   a fixed group.
+# ---------------------------------------------------------------------------
+function(flash_attn_arch_group_parse)
+  _flash_attn_arch_group_data()
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "GROUP_ONLY;ALLOW_EMPTY"
+    "GROUP;CUDA_VERSION;ARCHS_TEXT;ARCHS_FLAG;GROUP_HINT;CUSTOM_PREFIX;OUT_ARCHS" "")
+  if(NOT ARG_OUT_ARCHS)
+    message(FATAL_ERROR "flash_attn_arch_group_parse: OUT_ARCHS is required.")
+  endif()
+  if(NOT ARG_ARCHS_FLAG)
+    set(ARG_ARCHS_FLAG ARCHS)
+  endif()
+  if(NOT ARG_CUSTOM_PREFIX)
+    set(ARG_CUSTOM_PREFIX "GROUP custom")
+  endif()
+  if(NOT DEFINED ARG_GROUP_HINT)
+    set(ARG_GROUP_HINT "(custom takes an explicit ARCHS list, e.g. ARCHS 80;90)")
+  endif()
+
+  string(REPLACE ";" ", " valid_groups "${FLASH_ATTN_ARCH_GROUPS}")
+  if("${ARG_GROUP}" STREQUAL "")
+    message(FATAL_ERROR
+      "flash_attn: no arch group given. Pass GROUP with one of: ${valid_groups}.")
+  endif()
+  if(NOT ARG_GROUP IN_LIST FLASH_ATTN_ARCH_GROUPS)
+    message(FATAL_ERROR
+      "flash_attn: unknown arch group '${ARG_GROUP}'. Valid groups: ${valid_groups} ${ARG_GROUP_HINT}.")
+  endif()
+  if(ARG_GROUP_ONLY)
+    set(${ARG_OUT_ARCHS} "" PARENT_SCOPE)
+    return()
+  endif()
+
+  # CUDA_VERSION: "12.8", "12.9.1", "13.0.88" (CMAKE_CUDA_COMPILER_VERSION).
+  if(NOT "${ARG_CUDA_VERSION}" STREQUAL "" AND NOT ARG_CUDA_VERSION MATCHES "^[0-9]+\\.[0-9]+(\\.[0-9]+)?$")
+    message(FATAL_ERROR
+      "flash_attn: CUDA_VERSION '${ARG_CUDA_VERSION}' is not a CUDA version; "
+      "pass x.y or x.y.z, e.g. \${CMAKE_CUDA_COMPILER_VERSION}.")
+  endif()
+
+  # Commas and blanks (TORCH_CUDA_ARCH_LIST style "8.0 9.0") separate entries as well.
+  string(REGEX REPLACE "[,; \t]+" ";" requested "${ARG_ARCHS_TEXT}")
+  list(REMOVE_ITEM requested "")
+
+  if(ARG_GROUP STREQUAL "custom")
+    set(archs "")
+    foreach(entry IN LISTS requested)
+      _flash_attn_parse_arch("${entry}" "${ARG_ARCHS_FLAG}" sm)
+      list(APPEND archs "${sm}")
+    endforeach()
+    if(NOT archs AND NOT ARG_ALLOW_EMPTY)
+      message(FATAL_ERROR
+        "flash_attn: the custom arch group needs ${ARG_ARCHS_FLAG}, "
+        "e.g. ${ARG_CUSTOM_PREFIX} ${ARG_ARCHS_FLAG} 80,90.")
+    endif()
+  else()
+    # An empty list is accepted, so a caller can always pass its option
+    # through (ARCHS "${FLASH_ATTN_CUDA_ARCHS}"); a non-empty one is a mistake.
+    if(requested)
+      string(REPLACE ";" ", " fixed "${FLASH_ATTN_ARCH_GROUP_${ARG_GROUP}}")
+      string(REPLACE ";" "," given "${requested}")
+      message(FATAL_ERROR
+        "flash_attn: ${ARG_ARCHS_FLAG} applies to the custom group only; the ${ARG_GROUP} group has "
+        "fixed archs (${fixed}). Use ${ARG_CUSTOM_PREFIX} ${ARG_ARCHS_FLAG} ${given}")
+    endif()
+    set(archs ${FLASH_ATTN_ARCH_GROUP_${ARG_GROUP}})
+  endif()
+  list(REMOVE_DUPLICATES archs)
+  list(SORT archs COMPARE NATURAL ORDER ASCENDING)
+  set(${ARG_OUT_ARCHS} "${archs}" PARENT_SCOPE)
+endfunction()
+
+# ---------------------------------------------------------------------------
+# flash_attn_arch_group_check(GROUP <g> ARCHS <list> [CUDA_VERSION <x.y[.z]>]
+#     [ARCHS_FLAG <name>] [TOOLKIT_HINT <text>] [MIN_ARCH_ONLY] OUT_PTX_ARCH <var>)
+#
+# Step 2 of 3: the SM rules of the manifest ("archs", "arch_groups") on the
+# list flash_attn_arch_group_parse() returned. This is the one place these
+# rules are written; the Python release tooling asks it through
+# cmake/scripts/CheckArchGroup.cmake (release.arch_rules).
+# Arguments:
+#   GROUP, ARCHS  the group and its SMs (integers, ascending).
+#   CUDA_VERSION  the toolkit; without it the toolkit rule is skipped (the
+#                 sessions check the names before nvcc is probed).
+#   ARCHS_FLAG    the name of the SM list in the remedies (default ARCHS).
+#   TOOLKIT_HINT  for a fixed group, what to do instead of installing a newer
+#                 CUDA (default: leave the SM out of a custom list).
+#   MIN_ARCH_ONLY apply the first rule only (archs.min_sm), as the sessions do
+#                 while they parse --cuda-archs; OUT_PTX_ARCH is then "".
+# Outputs: OUT_PTX_ARCH = the SM shipped as PTX: the group's ptx in the
+#   manifest, the newest SM for custom (or a group without ptx).
+# Errors (FATAL_ERROR, per SM ascending, so the oldest problem is named
+# first, each naming what to do):
+#   - below archs.min_sm: "FlashAttention-2 needs sm_80 or newer (Ampere)"
+#     (upstream flash_api.cpp refuses pre-Ampere GPUs at run time);
+#   - in archs.refused (sm_101 / sm_110, Jetson Thor), with its reason;
+#   - missing from archs.known;
+#   - newer than the toolkit: each known SM's min_cuda (sm_100/sm_120 need
+#     CUDA 12.8, sm_103/sm_121 CUDA 12.9; toolkit release notes);
+#   then a fixed group whose manifest ptx is not one of its SMs.
+# ---------------------------------------------------------------------------
+function(flash_attn_arch_group_check)
+  _flash_attn_arch_group_data()
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "MIN_ARCH_ONLY"
+    "GROUP;CUDA_VERSION;ARCHS_FLAG;TOOLKIT_HINT;OUT_PTX_ARCH" "ARCHS")
+  if(NOT ARG_GROUP OR NOT ARG_ARCHS OR NOT ARG_OUT_PTX_ARCH)
+    message(FATAL_ERROR "flash_attn_arch_group_check: GROUP, ARCHS and OUT_PTX_ARCH are required.")
+  endif()
+  if(NOT ARG_ARCHS_FLAG)
+    set(ARG_ARCHS_FLAG ARCHS)
+  endif()
+  foreach(sm IN LISTS ARG_ARCHS)
+    if(sm LESS FLASH_ATTN_MIN_ARCH)
+      message(FATAL_ERROR
+        "flash_attn: FlashAttention-2 needs sm_${FLASH_ATTN_MIN_ARCH} or newer (Ampere); sm_${sm} "
+        "was requested in group ${ARG_GROUP}. Remove it from ${ARG_ARCHS_FLAG}.")
+    endif()
+    if(ARG_MIN_ARCH_ONLY)
+      continue()
+    endif()
+    if(sm IN_LIST FLASH_ATTN_REFUSED_ARCHS)
+      message(FATAL_ERROR
+        "flash_attn: sm_${sm} (${FLASH_ATTN_REFUSED_NAME_${sm}}) is not built by this project. "
+        "${FLASH_ATTN_REFUSED_REASON_${sm}}. Remove sm_${sm} from ${ARG_ARCHS_FLAG}.")
+    endif()
+    if(NOT sm IN_LIST FLASH_ATTN_KNOWN_ARCHS)
+      string(REPLACE ";" ", sm_" known "${FLASH_ATTN_KNOWN_ARCHS}")
+      message(FATAL_ERROR
+        "flash_attn: sm_${sm} is not an architecture this project builds. "
+        "Known: sm_${known}. Add it to archs.known in build-manifest.json "
+        "if it is real.")
+    endif()
+    set(need "${FLASH_ATTN_ARCH_MIN_CUDA_${sm}}")
+    if(NOT "${ARG_CUDA_VERSION}" STREQUAL "" AND ARG_CUDA_VERSION VERSION_LESS need)
+      if(ARG_TOOLKIT_HINT AND NOT ARG_GROUP STREQUAL "custom")
+        set(instead "${ARG_TOOLKIT_HINT}")
+      elseif(ARG_ARCHS_FLAG STREQUAL "ARCHS")
+        set(instead "leave sm_${sm} out (GROUP custom ARCHS ...)")
+      else()
+        set(instead "leave sm_${sm} out (${ARG_ARCHS_FLAG})")
+      endif()
+      message(FATAL_ERROR
+        "flash_attn: sm_${sm} (${FLASH_ATTN_ARCH_NAME_${sm}}) needs CUDA ${need} "
+        "or newer; this toolkit is CUDA ${ARG_CUDA_VERSION}. Install CUDA >= ${need} or "
+        "${instead}.")
+    endif()
+  endforeach()
+
+  if(ARG_MIN_ARCH_ONLY)
+    set(${ARG_OUT_PTX_ARCH} "" PARENT_SCOPE)
+    return()
+  endif()
+  # PTX: the group's ptx entry in the manifest (a member of the group), the
+  # newest arch for custom; the emit step makes it the plain (forward-compatible) form.
+  if(ARG_GROUP STREQUAL "custom" OR "${FLASH_ATTN_ARCH_GROUP_PTX_${ARG_GROUP}}" STREQUAL "")
+    list(GET ARG_ARCHS -1 ptx)
+  else()
+    set(ptx "${FLASH_ATTN_ARCH_GROUP_PTX_${ARG_GROUP}}")
+    if(NOT ptx IN_LIST ARG_ARCHS)
+      string(REPLACE ";" ", " members "${ARG_ARCHS}")
+      message(FATAL_ERROR
+        "flash_attn: arch group ${ARG_GROUP} ships PTX for ${ptx}, which is not one of its SMs "
+        "(${members}). Set its ptx in build-manifest.json (arch_groups) to one of them.")
+    endif()
+  endif()
+  set(${ARG_OUT_PTX_ARCH} "${ptx}" PARENT_SCOPE)
+endfunction()
+
+# ---------------------------------------------------------------------------
+# _flash_attn_arch_group_emit(<group> <cuda> <archs> <ptx> <out_cuda_archs> <out_sass>)  (internal)
+#
+# Step 3 of 3: the CUDA_ARCHITECTURES entries of a checked group.
+# Arguments: <group> for the summary line, <cuda> the toolkit, <archs> the
+#   checked SMs (ascending), <ptx> the SM shipped as PTX.
+# Outputs: <out_cuda_archs> one SASS entry per SM (NN-real, or NNf-real for
+#   the manifest's family-specific SMs from its min_cuda on), then one PTX
+#   entry <ptx>-virtual; <out_sass> the SASS names (sm_NN[f]).
+# Status lines: one per family-specific choice, then one summary line.
+# Errors: none.
+# Rules and their sources:
+#   - PTX for one arch only (forward compatibility at the smallest fatbin).
+#     It is always plain compute_NN, also for 121 on CUDA >= 12.9, although
+#     CMake passes 121f-virtual through as well: family-specific ('f') and
+#     arch-specific ('a') PTX can only be JIT-compiled inside its own
+#     family, plain PTX on every later GPU.
+#   - sm_121 keeps SASS of its own (121-real) next to 120f-real: a GB10 then
+#     runs code compiled for exactly its SM.
+# ---------------------------------------------------------------------------
+function(_flash_attn_arch_group_emit group cuda archs ptx out_cuda_archs out_sass)
+  _flash_attn_arch_group_data()
+  _flash_attn_sass_entries("${cuda}" "${archs}" cuda_archs sass)
+  foreach(entry IN LISTS cuda_archs)
+    if(entry MATCHES "^([0-9]+)f-real$")
+      message(STATUS
+        "flash_attn: sm_${CMAKE_MATCH_1} -> ${entry} (family-specific SASS, "
+        "CUDA ${cuda} >= ${FLASH_ATTN_FAMILY_SPECIFIC_MIN_CUDA})")
+    endif()
+  endforeach()
+  list(APPEND cuda_archs "${ptx}-virtual")
+  message(STATUS
+    "flash_attn: arch group ${group} (CUDA ${cuda}) -> CUDA_ARCHITECTURES "
+    "${cuda_archs} (SASS: ${sass}; PTX: compute_${ptx})")
+  set(${out_cuda_archs} "${cuda_archs}" PARENT_SCOPE)
+  set(${out_sass} "${sass}" PARENT_SCOPE)
+endfunction()
+
+# ---------------------------------------------------------------------------
 # flash_attn_arch_group_targets(
-#     GROUP <blackwell|legacy|custom>
+#     GROUP <name from flash_attn_arch_groups_list()>
 #     CUDA_VERSION <x.y[.z]>
 #     [ARCHS <list>]                    # required for GROUP custom, else empty
 #     OUT_ARCHS <var>
@@ -217,42 +461,18 @@ endfunction()
 #                 Other groups accept it only empty (pass-through options).
 # Outputs (set in the caller's scope):
 #   OUT_ARCHS              integer SM list, ascending, e.g. 80;89;90.
-#   OUT_CUDA_ARCHITECTURES value for the CUDA_ARCHITECTURES target property:
-#                          one SASS entry per arch - NN-real, or NNf-real for
-#                          sm_100/sm_120 when CUDA >= 12.9 - then one PTX entry
-#                          NN-virtual for the newest arch only, e.g.
-#                          80-real;89-real;90-real;90-virtual.
-#   OUT_PTX_ARCH           the arch shipped as PTX (e.g. 90): the group's ptx
-#                          in the manifest, the newest listed for custom.
+#   OUT_CUDA_ARCHITECTURES value for the CUDA_ARCHITECTURES target property,
+#                          e.g. 80-real;89-real;90-real;90-virtual.
+#   OUT_PTX_ARCH           the arch shipped as PTX (e.g. 90).
 #   OUT_SASS               the SASS targets for humans and build info, e.g.
 #                          sm_80;sm_89;sm_90 or sm_100f;sm_120f;sm_121.
-# Status lines: one per family-specific choice, then one summary line.
-# Errors (message(FATAL_ERROR), each naming what to do):
-#   - unknown GROUP (lists the valid groups); missing GROUP/CUDA_VERSION/OUT_*;
-#     unparsed arguments; a non-empty ARCHS for a fixed group (an empty one
-#     is ignored); an empty custom ARCHS;
-#   - CUDA_VERSION not of the form x.y or x.y.z;
-#   - any arch below sm_80: "FlashAttention-2 needs sm_80 or newer (Ampere)"
-#     (upstream flash_api.cpp refuses pre-Ampere GPUs at run time);
-#   - an arch in archs.refused of the manifest (sm_101 / sm_110, Jetson Thor);
-#   - an arch missing from archs.known of the manifest;
-#   - a fixed group whose manifest ptx is not one of its SMs;
-#   - an arch newer than the toolkit: sm_100/sm_120 before CUDA 12.8,
-#     sm_103/sm_121 before CUDA 12.9 (toolkit release notes; see the table).
-# Rules and their sources:
-#   - PTX for one arch only, the group's ptx in the manifest (the newest: forward
-#     compatibility at the smallest fatbin). It is always plain compute_NN, also for 121 on
-#     CUDA >= 12.9, although CMake passes 121f-virtual through as well:
-#     family-specific ('f') and arch-specific ('a') PTX can only be JIT-compiled
-#     inside its own family, plain PTX on every later GPU.
-#   - sm_121 keeps SASS of its own (121-real) next to 120f-real: a GB10 then runs
-#     code compiled for exactly its SM.
+# Errors: missing GROUP/CUDA_VERSION/OUT_* or unparsed arguments here; then
+#   those of flash_attn_arch_group_parse() and flash_attn_arch_group_check(),
+#   which this function runs before _flash_attn_arch_group_emit().
 # ---------------------------------------------------------------------------
 function(flash_attn_arch_group_targets)
-  _flash_attn_arch_group_data()
   set(one_value GROUP CUDA_VERSION OUT_ARCHS OUT_CUDA_ARCHITECTURES OUT_PTX_ARCH OUT_SASS)
   cmake_parse_arguments(PARSE_ARGV 0 ARG "" "${one_value}" "ARCHS")
-
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR
       "flash_attn_arch_group_targets: unexpected arguments '${ARG_UNPARSED_ARGUMENTS}'. "
@@ -263,121 +483,20 @@ function(flash_attn_arch_group_targets)
       message(FATAL_ERROR "flash_attn_arch_group_targets: ${kw} is required.")
     endif()
   endforeach()
-  string(REPLACE ";" ", " valid_groups "${FLASH_ATTN_ARCH_GROUPS}")
-  if(NOT DEFINED ARG_GROUP OR "${ARG_GROUP}" STREQUAL "")
-    message(FATAL_ERROR
-      "flash_attn: no arch group given. Pass GROUP with one of: ${valid_groups}.")
-  endif()
-  if(NOT ARG_GROUP IN_LIST FLASH_ATTN_ARCH_GROUPS)
-    message(FATAL_ERROR
-      "flash_attn: unknown arch group '${ARG_GROUP}'. Valid groups: ${valid_groups} "
-      "(custom takes an explicit ARCHS list, e.g. ARCHS 80;90).")
-  endif()
 
-  # CUDA_VERSION: "12.8", "12.9.1", "13.0.88" (CMAKE_CUDA_COMPILER_VERSION).
-  if(NOT ARG_CUDA_VERSION MATCHES "^[0-9]+\\.[0-9]+(\\.[0-9]+)?$")
-    message(FATAL_ERROR
-      "flash_attn: CUDA_VERSION '${ARG_CUDA_VERSION}' is not a CUDA version; "
-      "pass x.y or x.y.z, e.g. \${CMAKE_CUDA_COMPILER_VERSION}.")
-  endif()
-  set(cuda "${ARG_CUDA_VERSION}")
-
-  # ARCHS as a flat list. PARSE_ARGV keeps a quoted argument whole, so
-  # ARCHS "80;90" arrives as one element "80\;90"; commas and blanks
-  # (TORCH_CUDA_ARCH_LIST style "8.0 9.0") separate entries as well.
-  set(requested "")
+  # PARSE_ARGV keeps a quoted argument whole (ARCHS "80;90" arrives as one
+  # element "80\;90"); foreach unescapes it, and commas carry it on as text.
+  set(archs_text "")
   foreach(entry IN LISTS ARG_ARCHS)
-    string(REGEX REPLACE "[,; \t]+" ";" entry "${entry}")
-    foreach(item IN LISTS entry)
-      if(NOT "${item}" STREQUAL "")
-        list(APPEND requested "${item}")
-      endif()
-    endforeach()
+    string(REPLACE ";" "," entry "${entry}")
+    string(APPEND archs_text "${entry},")
   endforeach()
 
-  # Members of the group.
-  if(ARG_GROUP STREQUAL "custom")
-    set(archs "")
-    foreach(entry IN LISTS requested)
-      _flash_attn_parse_arch("${entry}" sm)
-      list(APPEND archs "${sm}")
-    endforeach()
-    list(LENGTH archs n_archs)
-    if(n_archs EQUAL 0)
-      message(FATAL_ERROR
-        "flash_attn: arch group custom needs a non-empty ARCHS list, "
-        "e.g. ARCHS 80;90 or ARCHS 8.0;9.0.")
-    endif()
-  else()
-    # An empty ARCHS is accepted, so a caller can always pass its option
-    # through (ARCHS "${FLASH_ATTN_CUDA_ARCHS}"); a non-empty one is a mistake.
-    if(requested)
-      string(REPLACE ";" ", " fixed "${FLASH_ATTN_ARCH_GROUP_${ARG_GROUP}}")
-      message(FATAL_ERROR
-        "flash_attn: ARCHS is only for GROUP custom; group ${ARG_GROUP} is "
-        "fixed to ${fixed}. Use GROUP custom ARCHS <list> to choose archs.")
-    endif()
-    set(archs ${FLASH_ATTN_ARCH_GROUP_${ARG_GROUP}})
-  endif()
-  list(REMOVE_DUPLICATES archs)
-  list(SORT archs COMPARE NATURAL ORDER ASCENDING)
-
-  # Refusals, per arch, in ascending order so the oldest problem is named first.
-  foreach(sm IN LISTS archs)
-    if(sm LESS FLASH_ATTN_MIN_ARCH)
-      message(FATAL_ERROR
-        "flash_attn: FlashAttention-2 needs sm_80 or newer (Ampere); sm_${sm} "
-        "was requested in group ${ARG_GROUP}. Remove it from ARCHS.")
-    endif()
-    if(sm IN_LIST FLASH_ATTN_REFUSED_ARCHS)
-      message(FATAL_ERROR
-        "flash_attn: sm_${sm} (${FLASH_ATTN_REFUSED_NAME_${sm}}) is not built by this project. "
-        "${FLASH_ATTN_REFUSED_REASON_${sm}}. Remove sm_${sm} from ARCHS.")
-    endif()
-    if(NOT sm IN_LIST FLASH_ATTN_KNOWN_ARCHS)
-      string(REPLACE ";" ", sm_" known "${FLASH_ATTN_KNOWN_ARCHS}")
-      message(FATAL_ERROR
-        "flash_attn: sm_${sm} is not an architecture this project builds. "
-        "Known: sm_${known}. Add it to archs.known in build-manifest.json "
-        "if it is real.")
-    endif()
-    set(need "${FLASH_ATTN_ARCH_MIN_CUDA_${sm}}")
-    if(cuda VERSION_LESS need)
-      message(FATAL_ERROR
-        "flash_attn: sm_${sm} (${FLASH_ATTN_ARCH_NAME_${sm}}) needs CUDA ${need} "
-        "or newer; this toolkit is CUDA ${cuda}. Install CUDA >= ${need} or "
-        "leave sm_${sm} out (GROUP custom ARCHS ...).")
-    endif()
-  endforeach()
-
-  # SASS entries.
-  _flash_attn_sass_entries("${cuda}" "${archs}" cuda_archs sass)
-  foreach(entry IN LISTS cuda_archs)
-    if(entry MATCHES "^([0-9]+)f-real$")
-      message(STATUS
-        "flash_attn: sm_${CMAKE_MATCH_1} -> ${entry} (family-specific SASS, "
-        "CUDA ${cuda} >= ${FLASH_ATTN_FAMILY_SPECIFIC_MIN_CUDA})")
-    endif()
-  endforeach()
-
-  # PTX: the group's ptx entry in the manifest (a member of the group), the
-  # newest arch for custom; always the plain (forward-compatible) form.
-  if(ARG_GROUP STREQUAL "custom" OR "${FLASH_ATTN_ARCH_GROUP_PTX_${ARG_GROUP}}" STREQUAL "")
-    list(GET archs -1 ptx)
-  else()
-    set(ptx "${FLASH_ATTN_ARCH_GROUP_PTX_${ARG_GROUP}}")
-    if(NOT ptx IN_LIST archs)
-      string(REPLACE ";" ", " members "${archs}")
-      message(FATAL_ERROR
-        "flash_attn: arch group ${ARG_GROUP} ships PTX for ${ptx}, which is not one of its SMs "
-        "(${members}). Set its ptx in build-manifest.json (arch_groups) to one of them.")
-    endif()
-  endif()
-  list(APPEND cuda_archs "${ptx}-virtual")
-
-  message(STATUS
-    "flash_attn: arch group ${ARG_GROUP} (CUDA ${cuda}) -> CUDA_ARCHITECTURES "
-    "${cuda_archs} (SASS: ${sass}; PTX: compute_${ptx})")
+  flash_attn_arch_group_parse(GROUP "${ARG_GROUP}" CUDA_VERSION "${ARG_CUDA_VERSION}"
+    ARCHS_TEXT "${archs_text}," OUT_ARCHS archs)
+  flash_attn_arch_group_check(GROUP "${ARG_GROUP}" ARCHS ${archs} CUDA_VERSION "${ARG_CUDA_VERSION}"
+    OUT_PTX_ARCH ptx)
+  _flash_attn_arch_group_emit("${ARG_GROUP}" "${ARG_CUDA_VERSION}" "${archs}" "${ptx}" cuda_archs sass)
 
   set(${ARG_OUT_ARCHS} "${archs}" PARENT_SCOPE)
   set(${ARG_OUT_CUDA_ARCHITECTURES} "${cuda_archs}" PARENT_SCOPE)

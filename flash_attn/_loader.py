@@ -28,6 +28,7 @@ capability with the build's SASS/PTX (:func:`flash_attn._compat.check_device`) a
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import warnings
@@ -58,6 +59,7 @@ __all__ = [
     "require_library",
     "require_ready",
     "device_verdict",
+    "checkout_group_names",
     "not_built_message",
 ]
 
@@ -129,11 +131,28 @@ def _package_dirs() -> list[Path]:
     return dirs
 
 
+MANIFEST_ENV = "FLASH_ATTN_MANIFEST"
+
+
+def checkout_group_names() -> list[str]:
+    """The arch group names of the build manifest this source checkout builds with (its
+    build-manifest.json, or ``$FLASH_ATTN_MANIFEST``), e.g. ``["blackwell", "legacy", "custom"]``;
+    empty when there is none to read (an installed wheel ships no manifest: its build info says
+    what it was built for)."""
+    path = Path(os.environ.get(MANIFEST_ENV) or Path(__file__).resolve().parent.parent / "build-manifest.json")
+    try:
+        return [str(g["name"]) for g in json.loads(path.read_text(encoding="utf-8"))["arch_groups"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
 def not_built_message(dirs: Iterable[Path]) -> str:
-    """Error text for a source checkout without a build."""
+    """Error text for a source checkout without a build (the groups it can build: the manifest's)."""
     where = ", ".join(str(d) for d in dirs) or "the flash_attn package folder"
+    names = checkout_group_names()
+    groups = f", group {'|'.join(names)}" if names else ""
     return (
-        f"flash_attn's native library (_C_<group>.so or .pyd, group legacy|blackwell|custom) is missing "
+        f"flash_attn's native library (_C_<group>.so or .pyd{groups}) is missing "
         f"from {where}: this is a source checkout that has not been built. Build it with `nox -s dev` "
         "(editable development install in .nox/dev) or `pip install .` (builds and installs a wheel; needs "
         f"the CUDA toolkit), install a released wheel, or point {LIBRARY_ENV} at a built _C_<group> library."

@@ -397,7 +397,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m release.archives", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile the kernel set (or one shard) and archive the objects")
-    b.add_argument("--arch-group", dest="groups", action="append", required=True, help="blackwell, legacy, custom")
+    b.add_argument("--arch-group", dest="groups", action="append", required=True, help=", ".join(options.GROUPS))
     b.add_argument("--shard", default="", help="K/N: compile only the K-th of N shards (default: the whole set)")
     options.add_arguments(b)
     g = sub.add_parser("gather", help="check shard archives and merge them into one")

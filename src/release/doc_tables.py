@@ -1,4 +1,4 @@
-"""Tables in the docs that are rendered from the build manifest, between marker comments.
+"""Tables in the docs (and CMakePresets.json) that are rendered from the build manifest.
 
 A block looks like this in a Markdown file::
 
@@ -11,7 +11,9 @@ A table block is rendered whole from the manifest; a ``pins-*`` or ``values-*`` 
 hand-written text (commands, prose, an options table) and gets the manifest's values put in: every
 ``name==version`` of a pinned tool from ``tool_pins``, the GiB per nvcc job from ``build``.
 
-``python -m release.doc_tables`` rewrites every block from the manifest (``nox -s doc_tables``);
+CMakePresets.json is rendered whole (:data:`FILES`): one preset per arch group with fixed SMs.
+
+``python -m release.doc_tables`` rewrites every block and file from the manifest (``nox -s doc_tables``);
 ``--check`` changes nothing and exits 1 naming each stale block (a unit test runs the check).
 ``--manifest FILE`` (or ``$FLASH_ATTN_MANIFEST``) renders from another manifest; ``--root DIR``
 works on another checkout. Stdlib only.
@@ -20,6 +22,7 @@ works on another checkout. Stdlib only.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from collections.abc import Callable
@@ -50,6 +53,63 @@ def arch_groups_table(data: dict) -> str:
         "runs on every GPU of the same major. Each wheel embeds PTX for one SM only.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _inline(value) -> str:
+    """`value` as JSON on one line, an object with blanks inside its braces ({ "a": 1 })."""
+    text = json.dumps(value, separators=(", ", ": "))
+    return f"{{ {text[1:-1]} }}" if isinstance(value, dict) and value else text
+
+
+def _preset(fields: dict) -> str:
+    lines = [f'      "{key}": {_inline(value)}' for key, value in fields.items()]
+    return "    {\n" + ",\n".join(lines) + "\n    }"
+
+
+# The dev preset's group: the one the README's quick start and `nox -s dev -- --arch-group` examples use.
+DEV_PRESET_GROUP = "legacy"
+
+
+def cmake_presets(data: dict) -> str:
+    """CMakePresets.json, whole: a hidden base preset (Ninja, Release, build/preset-<name>), one
+    configure and one build preset per arch group with fixed SMs (the release kernel set), in the
+    manifest's order, and ``dev`` (DEV_PRESET_GROUP, the dev kernel set). The presets name groups
+    and kernel sets only; CMake takes the SMs from the manifest. JSON text ending in a newline."""
+    base = {
+        "name": "base",
+        "hidden": True,
+        "description": "Ninja, Release, one binary folder per preset. Archs, flags and kernel units come from cmake/; "
+        "Python (with torch) is the one CMake finds: activate its environment or set Python_EXECUTABLE.",
+        "generator": "Ninja",
+        "binaryDir": "${sourceDir}/build/preset-${presetName}",
+        "architecture": {"value": "x64", "strategy": "external"},
+        "cacheVariables": {"CMAKE_BUILD_TYPE": "Release"},
+    }
+    configure = [base]
+    dev_units = data["kernels"]["sets"]["dev"]["about"].split(",")[0]  # "head dims 64 and 128"
+    for group in data["arch_groups"]:
+        if group["sms"]:
+            configure.append({
+                "name": group["name"],
+                "inherits": "base",
+                "displayName": f"{group['name']} arch group, release kernel set",
+                "cacheVariables": {"FLASH_ATTN_ARCH_GROUP": group["name"], "FLASH_ATTN_KERNEL_SET": "release"},
+            })  # fmt: skip
+    configure.append({
+        "name": "dev",
+        "inherits": "base",
+        "displayName": f"dev: {DEV_PRESET_GROUP} group, dev kernel set ({dev_units})",
+        "cacheVariables": {"FLASH_ATTN_ARCH_GROUP": DEV_PRESET_GROUP, "FLASH_ATTN_KERNEL_SET": "dev"},
+    })  # fmt: skip
+    build = [{"name": p["name"], "configurePreset": p["name"], "displayName": p["name"]} for p in configure[1:]]
+    return (
+        "{\n"
+        '  "version": 6,\n'
+        '  "cmakeMinimumRequired": { "major": 4, "minor": 0, "patch": 2 },\n'
+        '  "configurePresets": [\n' + ",\n".join(_preset(p) for p in configure) + "\n  ],\n"
+        '  "buildPresets": [\n' + ",\n".join(f"    {_inline(b)}" for b in build) + "\n  ]\n"
+        "}\n"
+    )
 
 
 def tool_pins(data: dict) -> dict[str, str]:
@@ -94,6 +154,15 @@ BLOCKS: dict[str, dict[str, Callable[[dict, str], str]]] = {
 }
 
 
+# file (relative to the checkout) -> renderer(manifest) of the whole file
+FILES: dict[str, Callable[[dict], str]] = {"CMakePresets.json": cmake_presets}
+
+
+def rendered_files() -> list[str]:
+    """Every file this module renders, in whole or in blocks (relative to the checkout)."""
+    return [*BLOCKS, *FILES]
+
+
 def _block_re(name: str) -> re.Pattern:
     return re.compile(rf"(<!-- manifest:{name} -->\n)(.*?)(<!-- /manifest:{name} -->)", re.DOTALL)
 
@@ -119,7 +188,19 @@ def stale(root: Path, data: dict) -> list[str]:
         text = (root / rel).read_text(encoding="utf-8")
         if render(text, blocks, data, rel) != text:
             out.append(rel)
+    for rel, renderer in FILES.items():
+        if (root / rel).read_text(encoding="utf-8") != renderer(data):
+            out.append(rel)
     return out
+
+
+def rewrite(root: Path, rel: str, data: dict) -> None:
+    """Write `data`'s rendering of the file `rel` under `root` (its blocks, or the whole file)."""
+    path = root / rel
+    if rel in FILES:
+        path.write_text(FILES[rel](data), encoding="utf-8")
+    else:
+        path.write_text(render(path.read_text(encoding="utf-8"), BLOCKS[rel], data, rel), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,8 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             changed = stale(args.root, data)
             if not args.check:
                 for rel in changed:
-                    path = args.root / rel
-                    path.write_text(render(path.read_text(encoding="utf-8"), BLOCKS[rel], data, rel), encoding="utf-8")
+                    rewrite(args.root, rel, data)
         except (RuntimeError, ValueError, OSError) as e:  # an unreadable manifest, a lost marker, a file
             raise ReleaseError(str(e)) from None
         if args.check and changed:

@@ -3,7 +3,8 @@
 The manifest holds the build's tables: upstream pin, arch groups, kernel sets, unit costs,
 option defaults, release matrix and tool pins (docs/manifest.md). CMake reads the same file
 (cmake/FlashAttnManifest.cmake), src/kernels/kernel_set.py too; the runtime gets what it needs
-through the build info. ``$FLASH_ATTN_MANIFEST`` points every reader at another copy (tests do).
+through the build info (a source checkout's flash_attn/_loader.py reads the group names only).
+``$FLASH_ATTN_MANIFEST`` points every reader at another copy (tests do).
 
 Stdlib only: ``nox -s matrix`` and ``.ci/run`` read it before anything is installed.
 """

@@ -30,7 +30,7 @@ from .errors import ReleaseError
 
 _MANIFEST = manifest.load()
 _OPTIONS = _MANIFEST["options"]
-GROUPS = tuple(manifest.arch_groups(_MANIFEST))
+GROUPS = arch_rules.group_names(_MANIFEST)
 FATBIN_MODES = tuple(_OPTIONS["FLASH_ATTN_FATBIN_COMPRESSION"]["choices"])
 MIN_SM = int(_MANIFEST["archs"]["min_sm"])
 DEFAULT_KERNEL_SET = _OPTIONS["FLASH_ATTN_KERNEL_SET"]["default"]
@@ -92,20 +92,9 @@ COMPRESS_MODE_MIN_CUDA = tuple(int(x) for x in _OPTIONS["FLASH_ATTN_FATBIN_COMPR
 
 
 def parse_archs(text: str) -> list[int]:
-    """SM numbers from "80;90", "80,90", "8.0 9.0" or "sm_80": sorted, without duplicates."""
-    archs = set()
-    for entry in filter(None, re.split(r"[;,\s]+", text.strip())):
-        m = re.fullmatch(r"(?:sm_)?(\d+)|(\d+)\.(\d)", entry)
-        if not m:
-            raise ReleaseError(
-                f"'{entry}' in --cuda-archs is not an SM number. Write it as 80, 8.0 or sm_80 "
-                "(several: --cuda-archs 80,90); suffixes such as 'a'/'f' are chosen by the build."
-            )
-        sm = int(m.group(1)) if m.group(1) else int(m.group(2)) * 10 + int(m.group(3))
-        if sm < MIN_SM:
-            raise ReleaseError(f"sm_{sm} in --cuda-archs: FlashAttention-2 needs sm_{MIN_SM} or newer (Ampere).")
-        archs.add(sm)
-    return sorted(archs)
+    """SM numbers of --cuda-archs ("80;90", "80,90", "8.0 9.0" or "sm_80"): sorted, without duplicates;
+    parsed by cmake/FlashAttnArchGroups.cmake through :func:`arch_rules.parse_archs`."""
+    return arch_rules.parse_archs(text, "--cuda-archs")
 
 
 def _on_off(value: str | None, what: str) -> str | None:
@@ -144,20 +133,10 @@ class BuildOptions:
         fixed group), an unknown kernel set, a bad job count or fatbin mode, and an output
         folder that already holds a flash_attn wheel of another version.
         """
-        if self.group not in GROUPS:
-            raise ReleaseError(
-                f"unknown arch group '{self.group}'. Valid groups: {', '.join(GROUPS)} "
-                "(nox -s wheel_blackwell, wheel_legacy, or wheel_custom -- --cuda-archs 80,90)."
-            )
-        if self.group == "custom" and not self.cuda_archs:
-            raise ReleaseError(
-                "the custom arch group needs --cuda-archs, e.g. nox -s wheel_custom -- --cuda-archs 80,90"
-            )
-        if self.group != "custom" and self.cuda_archs:
-            raise ReleaseError(
-                f"--cuda-archs applies to the custom group only; the {self.group} group has fixed archs. "
-                f"Use nox -s wheel_custom -- --cuda-archs {','.join(map(str, self.cuda_archs))}"
-            )
+        # The group and its SM list, by cmake/FlashAttnArchGroups.cmake (toolkit rules: validate_toolchain).
+        arch_rules.check_archs(
+            self.group, self.cuda_archs, group_hint=f"({arch_rules.sessions_hint('wheel', _MANIFEST)})"
+        )
         if self.cache not in CACHES:
             raise ReleaseError(f"--cache {self.cache}: use one of {', '.join(CACHES)}")
         if self.kernels is not None and not (self.kernels / "kernels-manifest.json").is_file():
@@ -189,7 +168,6 @@ class BuildOptions:
             resolved = kernel_sets.resolve(self.kernel_set)
         except kernel_sets.KernelSetError as e:
             raise ReleaseError(f"kernel set: {e}") from None
-        arch_rules.check_archs(self.group, self.cuda_archs)
         check_inputs(self.passthrough)
         check_build_root(self.build_root)
         if not (self.passthrough.get("FLASH_ATTN_SDIST") or self.passthrough.get("FLASH_ATTN_SOURCE_DIR")):

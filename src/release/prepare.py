@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import options, toolchain
+from . import arch_rules, options, toolchain
 from .errors import ReleaseError
 
 
@@ -76,10 +76,9 @@ def options_of(ns: argparse.Namespace, env=None) -> options.BuildOptions:
     own and the user's must agree, and so must a set ``FLASH_ATTN_ARCH_GROUP``, so that
     ``nox -s wheel_legacy`` never silently builds another group."""
     groups = list(dict.fromkeys(ns.groups))
-    sessions = "nox -s wheel_blackwell, nox -s wheel_legacy, or nox -s wheel_custom -- --cuda-archs 80,90"
     for g in groups:
         if g not in options.GROUPS:
-            raise ReleaseError(f"unknown arch group '{g}'. Valid groups: {', '.join(options.GROUPS)} ({sessions}).")
+            arch_rules.check_group(g, f"({arch_rules.sessions_hint('wheel', repeat_nox=True)})")
     if len(groups) > 1:
         raise ReleaseError(
             f"this session builds the {groups[0]} group but --arch-group {groups[-1]} was given; run "

@@ -59,7 +59,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _paths
+from . import _paths, arch_rules
 from .errors import ReleaseError
 
 MIN_WHEEL = (0, 48)
@@ -113,7 +113,7 @@ def open_wheel(path: Path) -> Iterator[zipfile.ZipFile]:
     except (zipfile.BadZipFile, zlib.error, EOFError) as e:
         raise ReleaseError(
             f"{path.name} is not a readable wheel ({e}): the file is truncated or damaged. Download or build it "
-            "again (nox -s wheel_legacy, wheel_blackwell or wheel_custom)."
+            f"again ({arch_rules.sessions_hint('wheel')})."
         ) from None
 
 

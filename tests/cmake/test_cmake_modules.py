@@ -231,12 +231,23 @@ def test_groups_list_and_scope():
         # unknown group, empty custom list
         ("hopper", "13.0", None, "unknown arch group 'hopper'. Valid groups: blackwell, legacy, custom"),
         (None, "13.0", None, "no arch group given. Pass GROUP with one of: blackwell, legacy, custom"),
-        ("custom", "13.0", "", "arch group custom needs a non-empty ARCHS list, e.g. ARCHS 80;90 or ARCHS 8.0;9.0"),
-        ("custom", "13.0", None, "arch group custom needs a non-empty ARCHS list"),
-        ("custom", "13.0", ";", "arch group custom needs a non-empty ARCHS list"),
+        ("custom", "13.0", "", "the custom arch group needs ARCHS, e.g. GROUP custom ARCHS 80,90."),
+        ("custom", "13.0", None, "the custom arch group needs ARCHS"),
+        ("custom", "13.0", ";", "the custom arch group needs ARCHS"),
         # other misuse
-        ("legacy", "13.0", "80", "ARCHS is only for GROUP custom; group legacy is fixed to 80, 89, 90"),
-        ("blackwell", "13.0", "100;120", "ARCHS is only for GROUP custom; group blackwell is fixed to 100, 120, 121"),
+        (
+            "legacy",
+            "13.0",
+            "80",
+            "ARCHS applies to the custom group only; the legacy group has fixed archs (80, 89, 90)",
+        ),
+        (
+            "blackwell",
+            "13.0",
+            "100;120",
+            "ARCHS applies to the custom group only; the blackwell group has fixed archs (100, 120, 121). "
+            "Use GROUP custom ARCHS 100,120",
+        ),
         ("custom", "13.0", "90a", "'90a' in ARCHS is not an SM number"),
         ("custom", "13.0", "95", "sm_95 is not an architecture this project builds"),
         ("legacy", "thirteen", None, "CUDA_VERSION 'thirteen' is not a CUDA version"),

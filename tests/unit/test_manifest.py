@@ -3,7 +3,8 @@
 The first tests edit one arch group entry in a temporary copy of the manifest, point every reader
 at the copy with $FLASH_ATTN_MANIFEST and see the change in the CMake targets (`cmake -P`), the
 release matrix, the runtime's "install the other wheel" message (fed with a build info the build's
-own CMake code writes) and the docs' table, with no file of the checkout edited. The rest check
+own CMake code writes) and the docs' table, with no file of the checkout edited; one adds an arch group
+and sees it in the nox sessions, presets, arch checks and messages. The rest check
 what cannot read the manifest itself (presets, workflows, docs prose) against it.
 """
 
@@ -130,7 +131,7 @@ def test_one_arch_group_change_reaches_every_reader(tmp_path):
     assert doc_tables.main(["--check"]) == 0
     assert doc_tables.main(["--check", "--manifest", str(changed)]) == 1
     docs = tmp_path / "docs_copy"
-    for rel in doc_tables.BLOCKS:
+    for rel in doc_tables.rendered_files():
         (docs / rel).parent.mkdir(parents=True, exist_ok=True)
         (docs / rel).write_bytes((ROOT / rel).read_bytes())
     assert doc_tables.main(["--manifest", str(changed), "--root", str(docs)]) == 0
@@ -191,7 +192,7 @@ def test_a_pin_or_memory_figure_change_reaches_the_docs(tmp_path):
     changed = tmp_path / "build-manifest.json"
     changed.write_text(json.dumps(data), encoding="utf-8")
     docs = tmp_path / "docs_copy"
-    for rel in doc_tables.BLOCKS:
+    for rel in doc_tables.rendered_files():
         (docs / rel).parent.mkdir(parents=True, exist_ok=True)
         (docs / rel).write_bytes((ROOT / rel).read_bytes())
     assert doc_tables.main(["--check", "--manifest", str(changed), "--root", str(docs)]) == 1
@@ -296,3 +297,74 @@ def test_prose_mentions_agree_with_the_manifest(rel):
         for name, sms in re.findall(r"\b(legacy|blackwell)\b[^|\n]*?(sm_\d+(?:, sm_\d+)+)", line):
             listed = [int(x) for x in re.findall(r"\d+", sms)]
             assert listed == groups[name]["sms"], f"{rel}: {name} {listed} vs the manifest's {groups[name]['sms']}"
+
+
+HOPPER = {"name": "hopper", "sms": [90], "ptx": 90, "released": False, "gpus": "H100 / H200 only"}
+
+
+def _with_hopper(tmp_path: Path) -> Path:
+    """A copy of the manifest with one more arch group, hopper (sm_90), before custom: the one edit that
+    adding a group takes."""
+    data = copy.deepcopy(DATA)
+    data["arch_groups"].insert(len(data["arch_groups"]) - 1, HOPPER)
+    path = tmp_path / "build-manifest.json"
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return path
+
+
+def _python(manifest_file: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=_env(manifest_file), cwd=ROOT, timeout=120
+    )
+
+
+@needs_cmake
+def test_adding_an_arch_group_is_one_manifest_edit(tmp_path, monkeypatch):
+    """With $FLASH_ATTN_MANIFEST at a copy that adds hopper, the nox sessions, the presets, the CMake
+    checker, the Python arch checks (which ask it) and the messages that name the groups all know it."""
+    changed = _with_hopper(tmp_path)
+    before = _checkout_fingerprint()
+
+    # nox: wheel_hopper and kernels_hopper, their help from the group's fields (nox -l reads the copy)
+    def sessions(manifest_file):
+        proc = _python(manifest_file, "-m", "nox", "-l", "-f", str(ROOT / "noxfile.py"))
+        assert proc.returncode == 0, proc.stderr
+        return dict(re.findall(r"^[-*] (\w+) -> (.*)$", proc.stdout, re.MULTILINE))
+
+    listed = sessions(changed)
+    assert "sm_90: H100 / H200 only" in listed["wheel_hopper"] and "hopper kernel objects" in listed["kernels_hopper"]
+    assert not {"wheel_hopper", "kernels_hopper"} & set(sessions(None))
+
+    # presets: rendered with a hopper preset; the checkout's file is stale for the copy
+    presets = json.loads(doc_tables.cmake_presets(manifest.load(changed)))
+    hopper = next(p for p in presets["configurePresets"] if p["name"] == "hopper")
+    assert hopper["cacheVariables"] == {"FLASH_ATTN_ARCH_GROUP": "hopper", "FLASH_ATTN_KERNEL_SET": "release"}
+    assert any(b["name"] == "hopper" for b in presets["buildPresets"])
+    assert "CMakePresets.json" in doc_tables.stale(ROOT, manifest.load(changed))
+
+    # the CMake checker (the configure's) and the Python checks, which ask it through cmake -P
+    assert _cmake_targets(changed, "hopper") == "90-real;90-virtual"
+    monkeypatch.setenv(manifest.ENV, str(changed))
+    from release import arch_rules
+    from release.errors import ReleaseError
+
+    assert arch_rules.check_archs("hopper", cuda_version="12.8") == [90]
+    with pytest.raises(ReleaseError, match=r"Valid groups: blackwell, legacy, hopper, custom \(nox -s wheel_blackwell"):
+        arch_rules.check_group("volta", f"({arch_rules.sessions_hint('wheel')})")
+
+    # the session entry points: their help and their messages list the group
+    proc = _python(changed, "-m", "release.wheels", "--arch-group", "volta")
+    err = " ".join(proc.stderr.split())
+    assert proc.returncode == 2 and "Valid groups: blackwell, legacy, hopper, custom" in err, err
+    assert "nox -s wheel_hopper, or nox -s wheel_custom" in err, err
+    proc = _python(changed, "-m", "release.wheels", "--arch-group", "hopper", "--cuda-archs", "80")
+    assert proc.returncode == 2 and "the hopper group has fixed archs" in proc.stderr, proc.stderr
+    for module in (("release.wheels",), ("release.kernels", "build")):
+        proc = _python(changed, "-m", *module, "--help")
+        assert "blackwell, legacy, hopper, custom" in " ".join(proc.stdout.split()), proc.stdout
+    # the runtime's "not built" message of a source checkout names the manifest's groups
+    from flash_attn import _loader
+
+    assert "group blackwell|legacy|hopper|custom)" in _loader.not_built_message([])
+
+    assert _checkout_fingerprint() == before, "a reader wrote into the checkout"

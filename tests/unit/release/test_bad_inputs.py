@@ -126,11 +126,22 @@ def test_archs_the_toolkit_cannot_build_are_refused_before_the_build_folder(
     assert_nothing_new(env)
 
 
-def test_arch_rules_are_read_from_the_manifest():
-    rules = arch_rules.load()
-    assert rules.groups == {"blackwell": [100, 120, 121], "legacy": [80, 89, 90]}
-    assert rules.thor == [101, 110] and rules.min_arch == 80
-    assert rules.min_cuda[121] == "12.9" and rules.min_cuda[100] == "12.8" and rules.min_cuda[90] == "11.8"
+def test_arch_rules_are_the_cmake_modules():
+    """release.arch_rules asks cmake/FlashAttnArchGroups.cmake (cmake -P), which reads the manifest."""
+    assert arch_rules.check_archs("legacy") == [80, 89, 90] and arch_rules.check_archs("blackwell") == [100, 120, 121]
+    assert arch_rules.check_archs("custom", [90, 80, 90], "12.8") == [80, 90]
+    assert arch_rules.parse_archs("9.0, sm_80;80") == [80, 90] and arch_rules.parse_archs(" ; ") == []
+    assert arch_rules.group_names() == ("blackwell", "legacy", "custom")
+    with pytest.raises(ReleaseError, match=r"sm_100 \(Blackwell, B200\) needs CUDA 12.8 or newer"):
+        arch_rules.check_archs("custom", [80, 100], "12.6")
+    with pytest.raises(ReleaseError, match=r"^sm_95 is not an architecture this project builds\. Known: sm_80, sm_86"):
+        arch_rules.check_archs("custom", [95])
+    # No rule sentence of the CMake module is written again in Python.
+    python = "".join((ROOT / "src" / "release" / f).read_text() for f in ("arch_rules.py", "options.py", "wheels.py"))
+    for sentence in ("is not built by this project", "is not an architecture this project builds", "needs CUDA",
+                     "Valid groups:", "or newer (Ampere)", "is not an SM number", "applies to the custom group only",
+                     "custom arch group needs"):  # fmt: skip
+        assert sentence not in python
 
 
 def test_unwritable_out_is_refused_before_the_build(env, capsys):

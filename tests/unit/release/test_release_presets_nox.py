@@ -11,23 +11,40 @@ from pathlib import Path
 
 import pytest
 
-from release import dev
+from release import dev, doc_tables, manifest
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESETS = json.loads((ROOT / "CMakePresets.json").read_text())
 ALLOWED = {"FLASH_ATTN_ARCH_GROUP", "FLASH_ATTN_KERNEL_SET", "CMAKE_BUILD_TYPE"}
 
 
+FIXED_GROUPS = [name for name, g in manifest.arch_groups().items() if g["sms"]]  # blackwell, legacy
+
+
 def test_one_preset_per_group_and_dev():
     configure = {p["name"]: p for p in PRESETS["configurePresets"] if not p.get("hidden")}
-    assert set(configure) == {"legacy", "blackwell", "dev"}
+    assert list(configure) == [*FIXED_GROUPS, "dev"]
     assert {b["name"]: b["configurePreset"] for b in PRESETS["buildPresets"]} == {n: n for n in configure}
     base = next(p for p in PRESETS["configurePresets"] if p["name"] == "base")
     assert base["generator"] == "Ninja" and base["binaryDir"].startswith("${sourceDir}/build/")
-    for name, group, kset in (("legacy", "legacy", "release"), ("blackwell", "blackwell", "release"),
-                              ("dev", "legacy", "dev")):  # fmt: skip
+    expected = [(g, g, "release") for g in FIXED_GROUPS] + [("dev", doc_tables.DEV_PRESET_GROUP, "dev")]
+    for name, group, kset in expected:
         cv = configure[name]["cacheVariables"]
         assert (cv["FLASH_ATTN_ARCH_GROUP"], cv["FLASH_ATTN_KERNEL_SET"]) == (group, kset)
+
+
+def test_presets_are_rendered_from_the_manifest(tmp_path):
+    """CMakePresets.json is release.doc_tables' rendering: --check fails on a hand edit, and
+    nox -s doc_tables (release.doc_tables) writes it back."""
+    assert (ROOT / "CMakePresets.json").read_text(encoding="utf-8") == doc_tables.cmake_presets(manifest.load())
+    for rel in doc_tables.rendered_files():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes((ROOT / rel).read_bytes())
+    presets = tmp_path / "CMakePresets.json"
+    presets.write_text(presets.read_text(encoding="utf-8").replace('"legacy"', '"legacy2"'), encoding="utf-8")
+    assert doc_tables.main(["--check", "--root", str(tmp_path)]) == 1
+    assert doc_tables.main(["--root", str(tmp_path)]) == 0
+    assert presets.read_bytes() == (ROOT / "CMakePresets.json").read_bytes()
 
 
 def test_presets_set_no_arch_or_flag_logic():
@@ -52,7 +69,7 @@ def _cmake():
 def test_cmake_reads_the_presets():
     proc = subprocess.run([_cmake(), "--list-presets=all"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    for name in ("legacy", "blackwell", "dev"):
+    for name in (*FIXED_GROUPS, "dev"):
         assert f'"{name}"' in proc.stdout
 
 
@@ -60,8 +77,9 @@ def test_cmake_reads_the_presets():
 def test_nox_lists_the_sessions():
     proc = subprocess.run(["nox", "--list"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    for name in ("wheel_blackwell", "wheel_legacy", "wheel_custom", "smoke", "validate", "release", "dev", "tests",
-                 "lint", "bench_kernels", "bench_build"):  # fmt: skip
+    per_group = [f"{kind}_{g}" for kind in ("wheel", "kernels") for g in manifest.arch_groups()]
+    for name in (*per_group, "kernels_gather", "smoke", "validate", "release", "dev", "tests", "lint",
+                 "bench_kernels", "bench_build"):  # fmt: skip
         assert f" {name} -> " in proc.stdout, proc.stdout
 
 
