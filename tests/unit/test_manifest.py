@@ -359,7 +359,7 @@ def test_adding_an_arch_group_is_one_manifest_edit(tmp_path, monkeypatch):
     assert "nox -s wheel_hopper, or nox -s wheel_custom" in err, err
     proc = _python(changed, "-m", "release.wheels", "--arch-group", "hopper", "--cuda-archs", "80")
     assert proc.returncode == 2 and "the hopper group has fixed archs" in proc.stderr, proc.stderr
-    for module in (("release.wheels",), ("release.kernels", "build")):
+    for module in (("release.wheels",), ("release.archives", "build")):
         proc = _python(changed, "-m", *module, "--help")
         assert "blackwell, legacy, hopper, custom" in " ".join(proc.stdout.split()), proc.stdout
     # the runtime's "not built" message of a source checkout names the manifest's groups
