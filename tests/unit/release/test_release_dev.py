@@ -88,9 +88,7 @@ def test_one_precedence_rule_in_every_entry_point(built, monkeypatch, capsys):
     assert wheels.parse(["--arch-group", "blackwell", "--kernel-set", "dev"], env).kernel_set == "dev"
     assert run(built, ["--kernel-set", "dev"], [89]) == ("blackwell", "", "dev")  # the variable's group
     assert run(built, ["--arch-group", "blackwell"], [89]) == ("blackwell", "", "ci")  # the variable's set
-    with pytest.raises(
-        ReleaseError, match="ARCH_GROUP=blackwell is set, but this session builds the legacy"
-    ):
+    with pytest.raises(ReleaseError, match="ARCH_GROUP=blackwell is set, but this session builds the legacy"):
         wheels.parse(["--arch-group", "legacy"], env)
     capsys.readouterr()
     assert dev.main(["--arch-group", "legacy", "--build-root", "b"], probe=lambda: TC, visible=lambda: [89]) == 2
