@@ -1218,7 +1218,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--clean", action="store_true", help="delete a non-empty --build-dir first")
     p.add_argument(
         "--fatbin-compression",
-        choices=["none", "default", "size", "speed", "balance"],
+        choices=manifest.option_choices("FLASH_ATTN_FATBIN_COMPRESSION"),
         help="FLASH_ATTN_FATBIN_COMPRESSION of our build (default: the project's)",
     )
     p.add_argument("--cmake-arg", action="append", help="extra argument for our cmake configure; repeatable")

@@ -3,8 +3,8 @@
 # Options (all recorded in the build info):
 #   FLASH_ATTN_APPLY_DELTAS        ON: apply src/kernels/apply_deltas.py to the staged upstream tree.
 #                                  OFF: compile the tree as it is (a fork that carries its own version).
-#   FLASH_ATTN_RESCALE_THRESHOLD   A-1 threshold in log2 units (default in the manifest: the FlashAttention-4
-#                                  default for 16-bit Q); 0 reproduces upstream's always-rescale behaviour.
+#   FLASH_ATTN_RESCALE_THRESHOLD   A-1 threshold in log2 units (default and range in the manifest); 0
+#                                  reproduces upstream's always-rescale behaviour.
 #   FLASH_ATTN_PACKED_FMA          A-2 packed fma.rn.f32x2 on sm_100+.
 #   FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET  test only: skip without the max reset (must fail the A-1 test).
 #
@@ -13,24 +13,11 @@
 #   does not have the shape the deltas expect (exit 2), or already carries its own rescale skip or
 #   packed FMA (exit 3: the message lists file:line of each marker and suggests --apply-deltas OFF).
 # flash_attn_delta_definitions(<out var>)
-#   Compile definitions for the kernel units.
-# Defaults and help texts: options.<name> in build-manifest.json. Like every option, each may come
-# from the environment variable of the same name (flash_attn_option, cmake/FlashAttnOptions.cmake,
-# which CMakeLists.txt includes first).
-flash_attn_option(FLASH_ATTN_APPLY_DELTAS)
-flash_attn_option(FLASH_ATTN_RESCALE_THRESHOLD)
-flash_attn_option(FLASH_ATTN_PACKED_FMA)
-flash_attn_option(FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET)
-
-# The range: 0 <= T < options.FLASH_ATTN_RESCALE_THRESHOLD.below (16): A-1 lets the unrescaled output grow by
-# up to 2^T, which fp16 holds only while 2^T <= 65504 (docs/deltas.md). release.options checks the same.
-flash_attn_manifest_get(_fa_threshold_below options FLASH_ATTN_RESCALE_THRESHOLD below)
-if(NOT FLASH_ATTN_RESCALE_THRESHOLD MATCHES "^[0-9]+(\\.[0-9]+)?$"
-   OR NOT FLASH_ATTN_RESCALE_THRESHOLD LESS _fa_threshold_below)
-  message(FATAL_ERROR "flash_attn: FLASH_ATTN_RESCALE_THRESHOLD='${FLASH_ATTN_RESCALE_THRESHOLD}' must be a "
-                      "number from 0 to below ${_fa_threshold_below}, such as 8.0 (0: upstream's behaviour): A-1 "
-                      "lets the output grow by up to 2^T before rescaling, and fp16 holds at most 65504.")
-endif()
+#   Compile definitions for the kernel units: the threshold and the packed-FMA switch always (the delta
+#   header stops with #error without them, so its defaults cannot drift from the manifest's).
+# The options above are declared and checked with every other option by the loop of
+# cmake/FlashAttnOptions.cmake (which CMakeLists.txt includes first), from options.<name> of
+# build-manifest.json: defaults, help texts and the threshold's range (min, below) live there only.
 
 set(FLASH_ATTN_DELTA_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/../src/kernels/apply_deltas.py")
 cmake_path(NORMAL_PATH FLASH_ATTN_DELTA_SCRIPT)

@@ -44,17 +44,15 @@ endfunction()
 #   Puts the compiles of the target (and of the ALSO targets) into a Ninja job pool `flash_attn_nvcc`
 #   sized so that parallel nvcc processes fit in memory: min(logical cores, available memory / GiB
 #   per nvcc), at least 1. GiB per nvcc is build.nvcc_memory_gib of build-manifest.json (7: the peak
-#   of the heaviest unit, bwd hdim256 sm_90, 6.9 GB). JOBS (or the
-#   FLASH_ATTN_JOBS cache variable / environment variable) overrides the computed size.
+#   of the heaviest unit, bwd hdim256 sm_90, 6.9 GB). JOBS (the
+#   FLASH_ATTN_JOBS cache variable, which flash_attn_option fills from the environment) overrides the
+#   computed size.
 #   When there are fewer units than jobs (small kernel sets), the spare jobs go to nvcc
 #   --threads, which compiles a unit's gencode targets in parallel: threads = min(GENCODES,
 #   jobs / UNITS), so units x threads never exceeds the job count the memory allows.
 function(flash_attn_compile_pool)
   cmake_parse_arguments(arg "" "TARGET;JOBS;UNITS;GENCODES" "ALSO" ${ARGN})
   set(jobs "${arg_JOBS}")
-  if(NOT jobs AND DEFINED ENV{FLASH_ATTN_JOBS})
-    set(jobs "$ENV{FLASH_ATTN_JOBS}")
-  endif()
   if(NOT jobs)
     cmake_host_system_information(RESULT cores QUERY NUMBER_OF_LOGICAL_CORES)
     cmake_host_system_information(RESULT free_mib QUERY AVAILABLE_PHYSICAL_MEMORY)

@@ -74,6 +74,21 @@ endfunction()
 #   gives an empty list. Errors: FATAL_ERROR as flash_attn_manifest_get, or when the value is
 #   neither an array nor null.
 function(flash_attn_manifest_list out_var)
+  _flash_attn_manifest_items(items "" ${ARGN})
+  set(${out_var} "${items}" PARENT_SCOPE)
+endfunction()
+
+# flash_attn_manifest_fields(<out_var> <field> <key or index>...)
+#   <out_var> = the <field> of every object of the JSON array at that path, as a CMake list
+#   (name of arch_groups -> blackwell;legacy;custom). Errors: as flash_attn_manifest_list, and
+#   string(JSON)'s own when an object lacks <field>.
+function(flash_attn_manifest_fields out_var field)
+  _flash_attn_manifest_items(items "${field}" ${ARGN})
+  set(${out_var} "${items}" PARENT_SCOPE)
+endfunction()
+
+# _flash_attn_manifest_items(<out_var> <field or ""> <key or index>...): the two above.
+function(_flash_attn_manifest_items out_var field)
   flash_attn_manifest_get(array ${ARGN})
   set(items "")
   if(NOT "${array}" STREQUAL "")
@@ -86,7 +101,7 @@ function(flash_attn_manifest_list out_var)
     if(n GREATER 0)
       math(EXPR last "${n} - 1")
       foreach(i RANGE ${last})
-        string(JSON item GET "${array}" ${i})
+        string(JSON item GET "${array}" ${i} ${field})
         list(APPEND items "${item}")
       endforeach()
     endif()

@@ -20,12 +20,7 @@
 #   against a torch older than the minimum (its headers lack the API the binding uses).
 function(flash_attn_torch_abi)
   cmake_parse_arguments(arg "" "ABI;TORCH_VERSION;OUT_MIN;OUT_DEFINITIONS;OUT_EXCLUDED;OUT_TORCH_TARGET" "" ${ARGN})
-  flash_attn_manifest_list(choices options FLASH_ATTN_TORCH_ABI choices)
-  if(NOT arg_ABI IN_LIST choices)
-    list(JOIN choices ", " shown)
-    message(FATAL_ERROR "flash_attn: FLASH_ATTN_TORCH_ABI='${arg_ABI}' is not one of ${shown}: exact builds for "
-                        "the torch you build against, stable for every torch from the stable-ABI minimum on.")
-  endif()
+  flash_attn_option_check(FLASH_ATTN_TORCH_ABI "${arg_ABI}")  # cmake/FlashAttnOptions.cmake
   if(arg_ABI STREQUAL "exact")
     set(${arg_OUT_MIN} "" PARENT_SCOPE)
     set(${arg_OUT_DEFINITIONS} "" PARENT_SCOPE)

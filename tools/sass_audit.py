@@ -34,7 +34,7 @@ from pathlib import Path
 
 import apply_deltas  # src/kernels/: run as PYTHONPATH=src:src/kernels python tools/sass_audit.py
 
-from release import upstream
+from release import manifest, upstream
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIGS = "sm_100:1,sm_100:0,sm_120:1,sm_120:0,sm_80:1"
@@ -154,6 +154,13 @@ def config_key(sources: Path, cutlass: Path, arch: str, packed: int, flags: list
     h.update(UNIT_SOURCE.encode())
     h.update(" ".join([*flags, arch, str(packed), str(cutlass)]).encode())
     return h.hexdigest()[:16]
+
+
+def float_literal(value: str) -> str:
+    """A threshold as the C++ float literal the build defines ("8" and "8.0" -> "8.0f"; "8.0f" stays),
+    as flash_attn_delta_definitions (cmake/FlashAttnDeltas.cmake) writes it."""
+    value = value.removesuffix("f")
+    return (value if "." in value else value + ".0") + "f"
 
 
 def compile_unit(
@@ -285,12 +292,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--cutlass", help="CUTLASS include dir (default <tree>/csrc/cutlass/include)")
     ap.add_argument("--configs", default=DEFAULT_CONFIGS, help=f"arch:packed list (default {DEFAULT_CONFIGS})")
-    ap.add_argument("--threshold", default="8.0f", help="FLASH_ATTN_RESCALE_THRESHOLD for the build (default 8.0f)")
+    threshold = manifest.option_default("FLASH_ATTN_RESCALE_THRESHOLD")
+    ap.add_argument(
+        "--threshold",
+        default=threshold,
+        help=f"FLASH_ATTN_RESCALE_THRESHOLD for the build (default {threshold}, the manifest's)",
+    )
     ap.add_argument("--workdir", default=str(REPO / "build" / "sass_audit"))
     ap.add_argument("--json", help="result JSON (default <workdir>/sass_audit.json)")
     ap.add_argument("--markdown", help="also write the table here")
     ap.add_argument("--keep-sass", action="store_true", help="write the full SASS dump next to each object")
     args = ap.parse_args(argv)
+    args.threshold = float_literal(args.threshold)
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)

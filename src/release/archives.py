@@ -397,8 +397,11 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m release.archives", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile the kernel set (or one shard) and archive the objects")
-    b.add_argument("--arch-group", dest="groups", action="append", required=True, help=", ".join(options.GROUPS))
-    b.add_argument("--shard", default="", help="K/N: compile only the K-th of N shards (default: the whole set)")
+    group, shard = options.OPTIONS[options.ARCH_GROUP], options.OPTIONS["FLASH_ATTN_SHARD"]
+    b.add_argument(
+        group["flag"], dest="groups", action="append", required=True, help=options.help_text(options.ARCH_GROUP)
+    )
+    b.add_argument(shard["flag"], help=options.help_text("FLASH_ATTN_SHARD") + " (default: the whole set)")
     options.add_arguments(b)
     g = sub.add_parser("gather", help="check shard archives and merge them into one")
     g.add_argument("shards", nargs="+", type=Path, help="the shard folders (kernels-...-shardKofN)")
@@ -421,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--kernels / FLASH_ATTN_KERNELS links an archive into a wheel (nox -s wheel_<group>); a kernels "
                 "build makes one: drop --kernels or unset FLASH_ATTN_KERNELS"
             )
-        shard = ns.shard or os.environ.get("FLASH_ATTN_SHARD", "")
+        shard = options.pick(ns.shard, "FLASH_ATTN_SHARD", os.environ) or ""
 
         def check_shard(set_name: str, units: list) -> None:
             if not shard:

@@ -108,10 +108,11 @@ def predict(units: list, sass: int, jobs: int | None = None):
 def main(argv: list[str] | None = None, probe=toolchain.probe, visible=None) -> int:
     """`visible`: a callable giving the SMs of the GPUs here (default estimate.visible_sms)."""
     p = argparse.ArgumentParser(prog="python -m release.dev", description=__doc__.split("\n")[0])
+    flag = options.OPTIONS[options.ARCH_GROUP]["flag"]
     p.add_argument(
-        "--arch-group",
+        flag,
         dest="group",
-        help=f"{', '.join(options.GROUPS)} (default: custom with the SMs of the GPUs here; FLASH_ATTN_ARCH_GROUP)",
+        help=f"{', '.join(options.GROUPS)} (default: custom with the SMs of the GPUs here; {options.ARCH_GROUP})",
     )
     options.add_arguments(p)
     p.set_defaults(kernel_set=None)
@@ -119,9 +120,10 @@ def main(argv: list[str] | None = None, probe=toolchain.probe, visible=None) -> 
     env = os.environ
 
     def body() -> int:
-        given_set = ns.kernel_set or env.get("FLASH_ATTN_KERNEL_SET") or None
-        archs = ns.cuda_archs or env.get("FLASH_ATTN_CUDA_ARCHS") or None
-        group = ns.group or env.get("FLASH_ATTN_ARCH_GROUP") or None
+        # the precedence of every entry point (options.pick, options.group_of): the flag, else the variable
+        given_set = options.pick(ns.kernel_set, "FLASH_ATTN_KERNEL_SET", env)
+        archs = options.pick(ns.cuda_archs, "FLASH_ATTN_CUDA_ARCHS", env)
+        group = options.group_of(ns.group, env, f"{flag} asks for", lambda g: f"pass {flag} {g}")
         need_gpus = not (group or archs)
         found = (visible or estimate.visible_sms)() if need_gpus else None
         choice = choose(group, archs, given_set, found, seconds=dev_seconds)

@@ -7,8 +7,10 @@ A block looks like this in a Markdown file::
     ...
     <!-- /manifest:arch-groups -->
 
-A table block is rendered whole from the manifest; a ``pins-*`` or ``values-*`` block keeps its
-hand-written text (commands, prose, an options table) and gets the manifest's values put in: every
+A table block is rendered whole from the manifest (the arch groups, the options table; in
+pyproject.toml, whose markers are TOML comments, the ``cmake.define`` lines); a ``pins-*`` or
+``values-*`` block keeps its hand-written text (commands, prose, the sessions' own flags) and gets
+the manifest's values put in: every
 ``name==version`` of a pinned tool from ``tool_pins``, the GiB per nvcc job from ``build``.
 
 CMakePresets.json is rendered whole (:data:`FILES`): one preset per arch group with fixed SMs.
@@ -112,6 +114,26 @@ def cmake_presets(data: dict) -> str:
     )
 
 
+def options_table(data: dict) -> str:
+    """The options table (README.md, docs/release.md): one row per entry of the manifest's ``options``, in
+    its order: flag (— for CMake and environment only), variable, default (the ``default``, or
+    ``default_doc`` in words when it is empty), and the ``doc`` with its placeholders filled in; the
+    memory per nvcc job as ``manifest_values`` puts it. Markdown text ending in a newline."""
+    lines = ["| flag | variable / CMake define | default | meaning |", "|---|---|---|---|"]
+    for name, entry in data["options"].items():
+        flag = f"`{entry['flag']}`" if entry.get("flag") else "—"
+        default = f"`{entry['default']}`" if entry["default"] else entry.get("default_doc") or "—"
+        lines.append(f"| {flag} | `{name}` | {default} | {manifest.option_text(name, 'doc', data)} |")
+    return manifest_values(data, "\n".join(lines) + "\n")
+
+
+def cmake_defines(data: dict) -> str:
+    """pyproject.toml's ``[tool.scikit-build.cmake.define]`` lines: every option, empty, so a plain
+    ``pip install .`` passes each one on every configure and a reused build folder keeps no value of an
+    earlier build (CMake reads empty as the option's environment variable, else the manifest default)."""
+    return "".join(f'{name} = ""\n' for name in data["options"])
+
+
 def tool_pins(data: dict) -> dict[str, str]:
     """Package name -> pinned version of every ``tool_pins`` entry (``nox==2026.10.20`` -> nox: 2026.10.20)."""
     pins = data["tool_pins"]
@@ -146,9 +168,15 @@ BLOCKS: dict[str, dict[str, Callable[[dict, str], str]]] = {
         "values-release-cost": manifest_values,
         "pins-cmake": manifest_values,
         "pins-windows": manifest_values,
+        "options": _table(options_table),
         "values-options": manifest_values,
     },
-    "docs/release.md": {"values-options": manifest_values, "values-plan": manifest_values},
+    "docs/release.md": {
+        "options": _table(options_table),
+        "values-options": manifest_values,
+        "values-plan": manifest_values,
+    },
+    "pyproject.toml": {"cmake-define": _table(cmake_defines)},
     "docs/design.md": {"values-compile": manifest_values},
     "docs/ci.md": {"values-jobs": manifest_values},
 }
@@ -164,7 +192,8 @@ def rendered_files() -> list[str]:
 
 
 def _block_re(name: str) -> re.Pattern:
-    return re.compile(rf"(<!-- manifest:{name} -->\n)(.*?)(<!-- /manifest:{name} -->)", re.DOTALL)
+    # In a TOML file the markers are comments: "# <!-- manifest:name -->" (the "# " of the end marker is kept).
+    return re.compile(rf"(<!-- manifest:{name} -->\n)(.*?)((?:# )?<!-- /manifest:{name} -->)", re.DOTALL)
 
 
 def render(text: str, blocks: dict[str, Callable[[dict, str], str]], data: dict, where: str = "") -> str:

@@ -50,6 +50,28 @@ def option_default(name: str, data: dict | None = None) -> str:
     return (data or load())["options"][name]["default"]
 
 
+def option_choices(name: str, data: dict | None = None) -> list[str]:
+    """The values option `name` accepts: its ``choices``, or the ``name`` of every entry of the manifest
+    list its ``choices_from`` names (FLASH_ATTN_ARCH_GROUP: the arch groups); [] for other options."""
+    data = data or load()
+    entry = data["options"][name]
+    if entry.get("choices_from"):
+        return [item["name"] for item in data[entry["choices_from"]]]
+    return list(entry.get("choices") or [])
+
+
+def option_text(name: str, key: str, data: dict | None = None) -> str:
+    """Text `key` (``doc``, ``invalid``) of option `name` with {choices} (", "-joined), {min}, {below} and
+    {default} filled in from the same entry, so a bound or a choice is written once; "" when absent.
+    cmake/FlashAttnOptions.cmake (flash_attn_option_text) fills in the same placeholders."""
+    data = data or load()
+    entry = data["options"][name]
+    text = (entry.get(key) or "").replace("{choices}", ", ".join(option_choices(name, data)))
+    for placeholder in ("min", "below", "default"):
+        text = text.replace("{" + placeholder + "}", str(entry.get(placeholder, "")))
+    return text
+
+
 def upstream_pin(data: dict | None = None) -> tuple[str, str]:
     """(version, sha256) of the pinned upstream sdist, e.g. ("2.8.3.post2", "d0f9...")."""
     upstream = (data or load())["upstream"]

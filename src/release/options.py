@@ -1,7 +1,16 @@
 """Build options of the wheel sessions: command-line flags, environment variables, CMake defines.
 
-Every CMake option of the build (cmake/FlashAttnOptions.cmake, cmake/FlashAttnDeltas.cmake) can
-be given as a flag after ``--`` or as the environment variable of the same name; the flag wins.
+Every option is an entry of ``options`` in build-manifest.json (:data:`OPTIONS`): its type, choices
+or range, flag, default, help text, the sentence that refuses a bad value, and the build info key
+that records it (docs/manifest.md). This module derives its flags, defaults, checks and the build
+info comparison from that table; cmake/FlashAttnOptions.cmake declares and checks the CMake cache
+variables from the same table, and ``release.doc_tables`` renders pyproject.toml's defines and the
+README's options table from it.
+
+Precedence, the same in every entry point (wheels, kernel archives, dev): :func:`pick`. A flag
+wins over the environment variable of the same name, which is the default of a flag not given; for
+the arch group, which decides what a session builds, a set ``FLASH_ATTN_ARCH_GROUP`` that disagrees
+with the flag is refused (:func:`group_of`).
 Every option, the ones left at their default included (:data:`DEFAULTS`), is passed to CMake as
 ``-C cmake.define.NAME=VALUE`` on every build, so a reused build directory never keeps a stale
 value in its cache (a CMake cache variable ignores the environment once it is set); after the
@@ -29,66 +38,109 @@ from . import _paths, arch_rules, checksums, manifest
 from .errors import ReleaseError
 
 _MANIFEST = manifest.load()
-_OPTIONS = _MANIFEST["options"]
-GROUPS = arch_rules.group_names(_MANIFEST)
-FATBIN_MODES = tuple(_OPTIONS["FLASH_ATTN_FATBIN_COMPRESSION"]["choices"])
+# The options table: CMake/environment name -> entry (type, flag, default, doc, ...), in manifest order.
+OPTIONS: dict[str, dict] = _MANIFEST["options"]
+GROUPS = tuple(manifest.arch_groups(_MANIFEST))
 MIN_SM = int(_MANIFEST["archs"]["min_sm"])
-DEFAULT_KERNEL_SET = _OPTIONS["FLASH_ATTN_KERNEL_SET"]["default"]
-# exact: the binding on torch's C++ API (one wheel per torch); stable: on torch's stable ABI only, one wheel
-# for every torch >= stable_abi.torch_min of the manifest (which the CMake side compiles as TORCH_TARGET_VERSION).
-TORCH_ABIS = tuple(_OPTIONS["FLASH_ATTN_TORCH_ABI"]["choices"])
+DEFAULT_KERNEL_SET = OPTIONS["FLASH_ATTN_KERNEL_SET"]["default"]
+# The minimum torch of a stable-ABI wheel (which the CMake side compiles as TORCH_TARGET_VERSION).
 TORCH_MIN = _MANIFEST["stable_abi"]["torch_min"]
-_SDIST = f"flash_attn-{_MANIFEST['upstream']['version']}.tar.gz"
+ARCH_GROUP = "FLASH_ATTN_ARCH_GROUP"
 
-# (CLI dest, CMake/env name, help) of the pass-through options; None means "not given".
-# Defaults are the manifest's (options.<name>.default), which CMake applies.
+
+def choices(name: str) -> list[str]:
+    """The values option `name` accepts (manifest.option_choices of the loaded manifest)."""
+    return manifest.option_choices(name, _MANIFEST)
+
+
+def fill_text(name: str, key: str) -> str:
+    """Text `key` (doc, invalid) of option `name`, placeholders filled in (manifest.option_text)."""
+    return manifest.option_text(name, key, _MANIFEST)
+
+
+def label(name: str) -> str:
+    """How a message names option `name`: ``FLASH_ATTN_X (--flag)``, or the bare name without a flag."""
+    flag = OPTIONS[name].get("flag")
+    return f"{name} ({flag})" if flag else name
+
+
+def help_text(name: str) -> str:
+    """The --help text of option `name`: its doc (without Markdown backticks), its default, its variable."""
+    default = OPTIONS[name]["default"]
+    return fill_text(name, "doc").replace("`", "") + (f" (default {default})" if default else "") + f" ({name})"
+
+
+def check_value(name: str, value: str) -> None:
+    """Refuse `value` for option `name` by its entry when the entry has an ``invalid`` sentence: an
+    enum must be one of :func:`choices`; a number or integer must match ``pattern`` (integer: digits)
+    and lie in [min, below). "" passes (unset). ReleaseError ``NAME='value' (--flag) <sentence>``;
+    CMake's flash_attn_option_check refuses the same values with the same sentence."""
+    entry = OPTIONS[name]
+    if not entry.get("invalid") or value == "":
+        return
+    ok = True
+    if entry["type"] == "enum":
+        ok = value in choices(name)
+    elif entry["type"] in ("number", "integer"):
+        ok = bool(re.fullmatch(entry.get("pattern") or r"^[0-9]+$", value))
+        ok = ok and ("min" not in entry or float(value) >= entry["min"])
+        ok = ok and ("below" not in entry or float(value) < entry["below"])
+    if not ok:
+        raise ReleaseError(
+            f"{name}='{value}'{' (' + entry['flag'] + ')' if entry.get('flag') else ''} {fill_text(name, 'invalid')}"
+        )
+
+
+def pick(flag_value, name: str, env: Mapping[str, str]) -> str | None:
+    """The one precedence rule of every option in every entry point: the flag's value when the flag
+    was given, else the environment variable `name` when set and not empty, else None (CMake then
+    uses the manifest's default). The flag wins over the variable."""
+    if flag_value is not None:
+        return str(flag_value)
+    value = env.get(name, "")
+    return value if value != "" else None
+
+
+def group_of(flag: str | None, env: Mapping[str, str], asked: str, instead) -> str | None:
+    """The arch group an entry point builds, by :func:`pick`: the flag, else FLASH_ATTN_ARCH_GROUP, else
+    None (dev then picks for the GPUs here). The arch group decides what a session builds, so a set
+    FLASH_ATTN_ARCH_GROUP that disagrees with the flag is refused rather than overridden, in every entry
+    point: ReleaseError ``... is set, but <asked> the <flag> group. Unset it, or <instead(variable's value)>.``"""
+    from_env = pick(None, ARCH_GROUP, env)
+    if flag is not None and from_env is not None and from_env != flag:
+        raise ReleaseError(
+            f"{ARCH_GROUP}={from_env} is set, but {asked} the {flag} group. Unset it, or {instead(from_env)}."
+        )
+    return pick(flag, ARCH_GROUP, env)
+
+
+# Options whose flag the entry point adds itself (--arch-group: the session's; --shard: kernel archives only).
+_ENTRY_POINT_FLAGS = (ARCH_GROUP, "FLASH_ATTN_SHARD")
+# Options BuildOptions holds in fields of their own (parsed, not passed through as text).
+_FIELDS = ("FLASH_ATTN_CUDA_ARCHS", "FLASH_ATTN_KERNEL_SET", "FLASH_ATTN_JOBS", "FLASH_ATTN_KERNELS")
+
+
+def _dest(name: str) -> str:
+    return OPTIONS[name]["flag"][2:].replace("-", "_")
+
+
+# (CLI dest, CMake/env name, help) of the pass-through options: every option with a flag that is neither
+# the entry point's nor a field of its own; None means "not given". Their defaults are the manifest's.
 PASS_THROUGH = tuple(
-    (dest, name, text.format(default=_OPTIONS[name]["default"]))
-    for dest, name, text in (
-        (
-            "torch_abi",
-            "FLASH_ATTN_TORCH_ABI",
-            "exact (torch's C++ API, one wheel per torch) or stable (torch's stable ABI, one wheel for every "
-            f"torch >= {_MANIFEST['stable_abi']['torch_min']}) (default {{default}})",
-        ),
-        ("fatbin_compression", "FLASH_ATTN_FATBIN_COMPRESSION", "nvcc --compress-mode (default {default})"),
-        ("source_dir", "FLASH_ATTN_SOURCE_DIR", "local upstream/fork tree instead of the pinned sdist"),
-        ("sdist", "FLASH_ATTN_SDIST", f"already-downloaded {_SDIST} (hash-checked)"),
-        ("cutlass_dir", "FLASH_ATTN_CUTLASS_DIR", "CUTLASS include directory"),
-        ("apply_deltas", "FLASH_ATTN_APPLY_DELTAS", "ON/OFF: apply the kernel deltas A-1, A-2 (default {default})"),
-        ("rescale_threshold", "FLASH_ATTN_RESCALE_THRESHOLD", "A-1 threshold in log2 units (default {default})"),
-        ("packed_fma", "FLASH_ATTN_PACKED_FMA", "ON/OFF: A-2 packed FMA on sm_100+ (default {default})"),
-    )
+    (_dest(name), name, help_text(name))
+    for name, entry in OPTIONS.items()
+    if entry.get("flag") and name not in _ENTRY_POINT_FLAGS + _FIELDS
 )
 # The value CMake uses when an option is not given (options.<name>.default of the manifest, which
-# cmake/FlashAttnOptions.cmake and cmake/FlashAttnDeltas.cmake apply); "" is "not set" for the paths.
-# Passed explicitly on every build. FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET is test only, never a
-# session flag: passed OFF so a value set by hand in a build folder's cache cannot reach a wheel.
-DEFAULTS = {
-    name: _OPTIONS[name]["default"]
-    for name in (
-        "FLASH_ATTN_TORCH_ABI",
-        "FLASH_ATTN_FATBIN_COMPRESSION",
-        "FLASH_ATTN_SOURCE_DIR",
-        "FLASH_ATTN_SDIST",
-        "FLASH_ATTN_CUTLASS_DIR",
-        "FLASH_ATTN_APPLY_DELTAS",
-        "FLASH_ATTN_RESCALE_THRESHOLD",
-        "FLASH_ATTN_PACKED_FMA",
-        "FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET",
-        "FLASH_ATTN_KERNELS",
-        "FLASH_ATTN_KERNELS_ONLY",
-        "FLASH_ATTN_SHARD",
-    )
-}
-# A-1's threshold T must stay below this (options.FLASH_ATTN_RESCALE_THRESHOLD.below of the manifest):
-# the unscaled output may grow by 2^T, which fp16 holds only while 2^T <= 65504 (docs/deltas.md).
-THRESHOLD_BELOW = float(_OPTIONS["FLASH_ATTN_RESCALE_THRESHOLD"]["below"])
+# cmake/FlashAttnOptions.cmake applies); "" is "not set" for the paths. Every option is passed on every
+# build: FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET (test only, never a session flag) as OFF, so a value
+# set by hand in a build folder's cache cannot reach a wheel.
+DEFAULTS = {name: entry["default"] for name, entry in OPTIONS.items()}
 # Compile caches the sessions can put in front of nvcc and the host compiler (release.compile_cache).
 CACHES = ("none", "sccache")
 # nvcc gained --compress-mode in CUDA 12.8 (options.FLASH_ATTN_FATBIN_COMPRESSION.min_cuda of the
 # manifest); older nvcc builds without it (recorded as "none").
-COMPRESS_MODE_MIN_CUDA = tuple(int(x) for x in _OPTIONS["FLASH_ATTN_FATBIN_COMPRESSION"]["min_cuda"].split("."))
+COMPRESS_MODE_MIN_CUDA = tuple(int(x) for x in OPTIONS["FLASH_ATTN_FATBIN_COMPRESSION"]["min_cuda"].split("."))
 
 
 def parse_archs(text: str) -> list[int]:
@@ -146,24 +198,8 @@ class BuildOptions:
             )
         if self.jobs is not None and self.jobs < 1:
             raise ReleaseError(f"--jobs {self.jobs}: give a positive number of parallel nvcc jobs, or leave it out")
-        abi = self.passthrough.get("FLASH_ATTN_TORCH_ABI")
-        if abi is not None and abi not in TORCH_ABIS:
-            raise ReleaseError(
-                f"--torch-abi {abi} (FLASH_ATTN_TORCH_ABI) is not one of {', '.join(TORCH_ABIS)}: exact builds the "
-                f"per-torch wheel, stable the one wheel for every torch >= {TORCH_MIN}"
-            )
-        mode = self.passthrough.get("FLASH_ATTN_FATBIN_COMPRESSION")
-        if mode is not None and mode not in FATBIN_MODES:
-            raise ReleaseError(f"fatbin compression '{mode}' is not one of {', '.join(FATBIN_MODES)}")
-        threshold = self.passthrough.get("FLASH_ATTN_RESCALE_THRESHOLD")
-        if threshold is not None and not (
-            re.fullmatch(r"[0-9]+(\.[0-9]+)?", threshold) and float(threshold) < THRESHOLD_BELOW
-        ):
-            raise ReleaseError(
-                f"FLASH_ATTN_RESCALE_THRESHOLD='{threshold}' (--rescale-threshold) must be a number from 0 to below "
-                f"{THRESHOLD_BELOW:g}, such as 8.0 (0: upstream's behaviour). A-1 lets the output grow by up to 2^T "
-                "before rescaling, and fp16 holds at most 65504 < 2^16 (docs/deltas.md)."
-            )
+        for name, value in self.passthrough.items():
+            check_value(name, value)
         try:
             resolved = kernel_sets.resolve(self.kernel_set)
         except kernel_sets.KernelSetError as e:
@@ -217,15 +253,17 @@ class BuildOptions:
         return self.passthrough.get("FLASH_ATTN_FATBIN_COMPRESSION", DEFAULTS["FLASH_ATTN_FATBIN_COMPRESSION"])
 
     def cmake_defines(self) -> dict[str, str]:
-        """The -D values of this build: every option, defaults included, so a reused cache never keeps
-        a stale value (the init cache scikit-build-core writes sets each one with FORCE)."""
-        defines = {
-            "FLASH_ATTN_ARCH_GROUP": self.group,
-            "FLASH_ATTN_CUDA_ARCHS": ";".join(map(str, self.cuda_archs)),
-            "FLASH_ATTN_KERNEL_SET": self.kernel_set,
-            "FLASH_ATTN_JOBS": str(self.jobs) if self.jobs else "",
-        }
-        defines.update(DEFAULTS)
+        """The -D values of this build: every option of the table, defaults included, so a reused cache
+        never keeps a stale value (the init cache scikit-build-core writes sets each one with FORCE)."""
+        defines = dict(DEFAULTS)
+        defines.update(
+            {
+                ARCH_GROUP: self.group,
+                "FLASH_ATTN_CUDA_ARCHS": ";".join(map(str, self.cuda_archs)),
+                "FLASH_ATTN_KERNEL_SET": self.kernel_set,
+                "FLASH_ATTN_JOBS": str(self.jobs) if self.jobs else "",
+            }
+        )
         defines.update(self.passthrough)
         if self.kernels is not None:
             defines["FLASH_ATTN_KERNELS"] = str(self.kernels)
@@ -237,45 +275,54 @@ class BuildOptions:
         return defines
 
     def expected_build_info(self, cuda_version: str | None = None) -> dict[str, object]:
-        """What the build info of this build must say, as {dotted key: value} (see check_build_info)."""
+        """What the build info of this build must say, as {dotted key: value} (see check_build_info):
+        the value of every option with a ``build_info`` key in the table (bool as True/False, number as
+        float), then what the build derives: the fatbin mode an older nvcc records as none, the upstream
+        source, the stable minimum torch; the deltas' switches only when they are applied, the SMs for
+        the custom group only. The kernel set is compared by check_build_info itself."""
         d = self.cmake_defines()
-        mode = d["FLASH_ATTN_FATBIN_COMPRESSION"]
+        expected: dict[str, object] = {}
+        for name, entry in OPTIONS.items():
+            if entry.get("build_info") and entry["build_info"] not in ("kernel_set", "archs", "upstream.source"):
+                expected[entry["build_info"]] = _typed(name, d[name])
         if cuda_version and _cuda_tuple(cuda_version) < COMPRESS_MODE_MIN_CUDA:
-            mode = "none"
+            expected["fatbin_compression"] = "none"
         # A local tree is recorded by its absolute path (CMake's file(REAL_PATH), forward slashes).
         tree = d["FLASH_ATTN_SOURCE_DIR"]
         source = Path(tree).resolve().as_posix() if tree else "sdist-file" if d["FLASH_ATTN_SDIST"] else "sdist"
-        expected: dict[str, object] = {
-            "group": self.group,
-            "torch_abi": d["FLASH_ATTN_TORCH_ABI"],
-            # the minimum torch a stable build serves is the manifest's (CMake reads the same entry)
-            "torch_min": TORCH_MIN if d["FLASH_ATTN_TORCH_ABI"] == "stable" else None,
-            "deltas.applied": d["FLASH_ATTN_APPLY_DELTAS"] == "ON",
-            "deltas.broken_no_max_reset": False,
-            "fatbin_compression": mode,
-            "upstream.source": source,
-        }
-        if d["FLASH_ATTN_APPLY_DELTAS"] == "ON":
-            expected["deltas.rescale_threshold"] = float(d["FLASH_ATTN_RESCALE_THRESHOLD"])
-            expected["deltas.packed_fma"] = d["FLASH_ATTN_PACKED_FMA"] == "ON"
+        expected["upstream.source"] = source
+        # the minimum torch a stable build serves is the manifest's (CMake reads the same entry)
+        expected["torch_min"] = TORCH_MIN if d["FLASH_ATTN_TORCH_ABI"] == "stable" else None
+        if not expected["deltas.applied"]:
+            del expected["deltas.rescale_threshold"], expected["deltas.packed_fma"]
         if self.group == "custom":
             expected["archs"] = list(self.cuda_archs)
         return expected
 
 
+def _typed(name: str, value: str) -> object:
+    """An option's CMake value as the build info records it: bool True/False, number float, else text."""
+    kind = OPTIONS[name]["type"]
+    return value == "ON" if kind == "bool" else float(value) if kind == "number" else value
+
+
+def _info_labels() -> dict[str, str]:
+    """Build info key -> the option(s) that set it, as the refusal names them (from the table's
+    ``build_info``): ``FLASH_ATTN_SOURCE_DIR / FLASH_ATTN_SDIST (--source-dir / --sdist)``."""
+    names: dict[str, list[str]] = {}
+    for name, entry in OPTIONS.items():
+        if entry.get("build_info"):
+            names.setdefault(entry["build_info"], []).append(name)
+    labels = {}
+    for key, group in names.items():
+        flags = [OPTIONS[n]["flag"] for n in group if OPTIONS[n].get("flag")]
+        labels[key] = " / ".join(group) + (f" ({' / '.join(flags)})" if flags else "")
+    labels["torch_min"] = "stable_abi.torch_min of build-manifest.json (FLASH_ATTN_TORCH_ABI=stable)"
+    return labels
+
+
 # Which option sets each checked build info key (named in the refusal).
-_INFO_OPTION = {
-    "group": "FLASH_ATTN_ARCH_GROUP",
-    "torch_abi": "FLASH_ATTN_TORCH_ABI (--torch-abi)",
-    "torch_min": "stable_abi.torch_min of build-manifest.json (FLASH_ATTN_TORCH_ABI=stable)",
-    "archs": "FLASH_ATTN_CUDA_ARCHS (--cuda-archs)",
-    "deltas.applied": "FLASH_ATTN_APPLY_DELTAS (--apply-deltas)",
-    "deltas.rescale_threshold": "FLASH_ATTN_RESCALE_THRESHOLD (--rescale-threshold)",
-    "deltas.packed_fma": "FLASH_ATTN_PACKED_FMA (--packed-fma)",
-    "deltas.broken_no_max_reset": "FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET",
-    "fatbin_compression": "FLASH_ATTN_FATBIN_COMPRESSION (--fatbin-compression)",
-    "upstream.source": "FLASH_ATTN_SOURCE_DIR / FLASH_ATTN_SDIST (--source-dir / --sdist)",
-}
+_INFO_OPTION = _info_labels()
 
 
 # What a build info without the key means (written before the key existed): a binding on torch's C++ API.
@@ -309,7 +356,7 @@ def check_build_info(info: dict, expected: dict[str, object], kernel_set: str, b
             problems.append(f"{_INFO_OPTION.get(key, key)}: asked {want!r}, the build info says {got!r}")
     set_name = kernel_sets.resolve(kernel_set)[0]
     if info.get("kernel_set") != set_name:
-        problems.append(f"FLASH_ATTN_KERNEL_SET (--kernel-set): asked {set_name!r}, built {info.get('kernel_set')!r}")
+        problems.append(f"{_INFO_OPTION['kernel_set']}: asked {set_name!r}, built {info.get('kernel_set')!r}")
     if problems:
         raise ReleaseError(
             "the built wheel does not match the options asked for, so it was not tagged:\n  "
@@ -431,23 +478,15 @@ def check_out_dir(out_dir: Path, version: str) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The wheel sessions' flags (the arch group is the caller's)."""
-    named = ", ".join(_MANIFEST["kernels"]["sets"])
-    p.add_argument(
-        "--kernel-set", help=f"{named} (default {DEFAULT_KERNEL_SET}), or unit names/patterns (FLASH_ATTN_KERNEL_SET)"
-    )
-    p.add_argument("--cuda-archs", help="SM list for the custom group, e.g. 80,90 (FLASH_ATTN_CUDA_ARCHS)")
+    """The wheel sessions' flags: one per option of the table with a flag (help from its doc; the
+    arch group and the shard are the entry point's), then the session-only ones."""
+    for name, entry in OPTIONS.items():
+        if entry.get("flag") and name not in _ENTRY_POINT_FLAGS:
+            kind = int if entry["type"] == "integer" else None
+            p.add_argument(entry["flag"], dest=_dest(name), type=kind, help=help_text(name))
     p.add_argument("--torch-version", help="torch to build against; installed into the session if it differs")
     p.add_argument("--out", type=Path, help="output folder of the tagged wheel (default wheelhouse/)")
     p.add_argument("--build-root", type=Path, help="parent of the keyed build directories (default build/)")
-    p.add_argument("--jobs", type=int, help="parallel nvcc jobs (FLASH_ATTN_JOBS; default from cores and memory)")
-    for dest, name, text in PASS_THROUGH:
-        p.add_argument("--" + dest.replace("_", "-"), dest=dest, help=f"{text} ({name})")
-    p.add_argument(
-        "--kernels",
-        type=Path,
-        help="kernels archive folder to link instead of compiling the kernels (FLASH_ATTN_KERNELS)",
-    )
     p.add_argument(
         "--cache", choices=CACHES, help="compile cache in front of nvcc and the C++ compiler (FLASH_ATTN_CACHE)"
     )
@@ -459,7 +498,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def from_namespace(ns: argparse.Namespace, env: Mapping[str, str] | None = None) -> BuildOptions:
-    """BuildOptions from parsed flags; unset flags fall back to the environment variables."""
+    """BuildOptions from parsed flags; unset flags fall back to the environment variables (:func:`pick`)."""
     env = os.environ if env is None else env
 
     for dest in ("kernel_set", "cuda_archs", "torch_version", "kernels", "cache", *(d for d, _, _ in PASS_THROUGH)):
@@ -471,34 +510,28 @@ def from_namespace(ns: argparse.Namespace, env: Mapping[str, str] | None = None)
                 "for its default."
             )
 
-    def pick(flag_value, name):
-        if flag_value is not None:
-            return str(flag_value)
-        value = env.get(name, "")
-        return value if value != "" else None
-
-    archs_text = pick(ns.cuda_archs, "FLASH_ATTN_CUDA_ARCHS")
-    jobs_text = pick(ns.jobs, "FLASH_ATTN_JOBS")
+    archs_text = pick(ns.cuda_archs, "FLASH_ATTN_CUDA_ARCHS", env)
+    jobs_text = pick(ns.jobs, "FLASH_ATTN_JOBS", env)
     try:
         jobs = int(jobs_text) if jobs_text is not None else None
     except ValueError:
         raise ReleaseError(f"FLASH_ATTN_JOBS='{jobs_text}' is not a number of parallel jobs") from None
     passthrough = {}
     for dest, name, _ in PASS_THROUGH:
-        value = pick(getattr(ns, dest), name)
+        value = pick(getattr(ns, dest), name, env)
         if value is None:
             continue
-        if name in ("FLASH_ATTN_APPLY_DELTAS", "FLASH_ATTN_PACKED_FMA"):
+        if OPTIONS[name]["type"] == "bool":
             value = _on_off(value, name)
-        elif name in ("FLASH_ATTN_SOURCE_DIR", "FLASH_ATTN_SDIST", "FLASH_ATTN_CUTLASS_DIR"):
+        elif OPTIONS[name]["type"] == "path":
             value = str(Path(value).expanduser().resolve())
         passthrough[name] = value
-    kernels = pick(ns.kernels, "FLASH_ATTN_KERNELS")
+    kernels = pick(ns.kernels, "FLASH_ATTN_KERNELS", env)
     return BuildOptions(
         kernels=Path(kernels).expanduser().resolve() if kernels else None,
-        cache=pick(ns.cache, "FLASH_ATTN_CACHE") or "none",
+        cache=pick(ns.cache, "FLASH_ATTN_CACHE", env) or "none",
         group=ns.group,
-        kernel_set=pick(ns.kernel_set, "FLASH_ATTN_KERNEL_SET") or DEFAULT_KERNEL_SET,
+        kernel_set=pick(ns.kernel_set, "FLASH_ATTN_KERNEL_SET", env) or DEFAULT_KERNEL_SET,
         cuda_archs=parse_archs(archs_text) if archs_text else [],
         torch_version=ns.torch_version,
         out_dir=(ns.out or _paths.DEFAULT_WHEELHOUSE).resolve(),

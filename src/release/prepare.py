@@ -84,15 +84,14 @@ def options_of(ns: argparse.Namespace, env=None) -> options.BuildOptions:
             f"this session builds the {groups[0]} group but --arch-group {groups[-1]} was given; run "
             f"{session_of(groups[-1])} instead"
         )
-    ns.group = groups[0]
     if env is None:
         env = os.environ
-    from_env = env.get("FLASH_ATTN_ARCH_GROUP", "")
-    if from_env and from_env != ns.group:
-        raise ReleaseError(
-            f"FLASH_ATTN_ARCH_GROUP={from_env} is set, but this session builds the {ns.group} group. Unset it, "
-            f"or run {session_of(from_env) if from_env in options.GROUPS else 'the session of the group you want'}."
-        )
+    ns.group = options.group_of(
+        groups[0],
+        env,
+        "this session builds",
+        lambda g: f"run {session_of(g) if g in options.GROUPS else 'the session of the group you want'}",
+    )
     return options.from_namespace(ns, env)
 
 

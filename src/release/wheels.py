@@ -164,7 +164,10 @@ def predict(opts: options.BuildOptions, set_name: str, units: list) -> list:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m release.wheels", description=__doc__.split("\n")[0])
-    p.add_argument("--arch-group", dest="groups", action="append", required=True, help=", ".join(options.GROUPS))
+    group = options.ARCH_GROUP
+    p.add_argument(
+        options.OPTIONS[group]["flag"], dest="groups", action="append", required=True, help=options.help_text(group)
+    )
     options.add_arguments(p)
     return p
 

@@ -465,3 +465,22 @@ def test_forward_softmax_declaration_checked_before_anything_is_written(tree: Pa
     assert r.returncode == 2 and "compute_attn_1rowblock" in r.stderr, r.stderr
     assert "flash-attn-wheels-deltas" not in softmax_h(tree).read_text()
     assert "kMaxLagging" not in fwd.read_text()
+
+
+@pytest.mark.parametrize("missing", ["FLASH_ATTN_RESCALE_THRESHOLD", "FLASH_ATTN_PACKED_FMA"])
+def test_the_delta_header_has_no_default_of_its_own(missing):
+    # The defaults live in options of build-manifest.json only (CMake passes both defines on every
+    # build): a compile without one stops with #error instead of taking a copy of the default.
+    cpp = shutil.which("cpp") or pytest.skip("no C preprocessor")
+    header = (REPO / "src" / "kernels" / "deltas" / "flash_attn_wheels_deltas.h").read_text()
+    text = header.replace("#include <cute/tensor.hpp>", "")  # preprocessing only: no CUTLASS needed
+    given = {"FLASH_ATTN_RESCALE_THRESHOLD": "8.0f", "FLASH_ATTN_PACKED_FMA": "1"}
+    defines = [f"-D{name}={value}" for name, value in given.items()]
+
+    def preprocess(args):
+        return subprocess.run([cpp, "-x", "c++", "-P", *args, "-"], input=text, capture_output=True, text=True)
+
+    assert preprocess(defines).returncode == 0
+    without = preprocess([d for d in defines if not d.startswith(f"-D{missing}=")])
+    assert without.returncode != 0 and f"{missing} is not defined" in without.stderr, without.stderr
+    assert "8.0f" not in header and f"#define {missing} " not in header

@@ -15,9 +15,10 @@
 //   A-2  exp2_row(): x * scale - max_scaled for two columns at once with fma.rn.f32x2 on
 //        sm_100 and newer (ptxas lowers it to FFMA2 where the hardware has it).
 //
-// Compile-time switches (passed by CMake, see cmake/FlashAttnDeltas.cmake):
-//   FLASH_ATTN_RESCALE_THRESHOLD            float, default 8.0f; 0 compiles upstream's always-rescale path
-//   FLASH_ATTN_PACKED_FMA                   0 or 1, default 1
+// Compile-time switches (passed by CMake, see cmake/FlashAttnDeltas.cmake; their defaults live in
+// options of build-manifest.json only, so a missing one stops the compile instead of taking a copy):
+//   FLASH_ATTN_RESCALE_THRESHOLD            float literal, required; 0 compiles upstream's always-rescale path
+//   FLASH_ATTN_PACKED_FMA                   0 or 1, required
 //   FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET  test only (define to 1): skip without keeping the old max,
 //                                           which is wrong on purpose so the A-1 tests can fail
 //   UNFUSE_FMA                              PyTorch's switch: separate multiply and subtract, no FMA
@@ -28,11 +29,11 @@
 #include <cute/tensor.hpp>
 
 #ifndef FLASH_ATTN_RESCALE_THRESHOLD
-#define FLASH_ATTN_RESCALE_THRESHOLD 8.0f
+#error "FLASH_ATTN_RESCALE_THRESHOLD is not defined: flash_attn_delta_definitions (cmake/FlashAttnDeltas.cmake) passes it, its default is options.FLASH_ATTN_RESCALE_THRESHOLD.default of build-manifest.json"
 #endif
 
 #ifndef FLASH_ATTN_PACKED_FMA
-#define FLASH_ATTN_PACKED_FMA 1
+#error "FLASH_ATTN_PACKED_FMA is not defined: flash_attn_delta_definitions (cmake/FlashAttnDeltas.cmake) passes it, its default is options.FLASH_ATTN_PACKED_FMA.default of build-manifest.json"
 #endif
 
 #ifndef FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET

@@ -84,3 +84,25 @@ def test_dev_prepares_as_the_wheel_sessions_do(built, capsys):
     assert dev.main(argv, probe=lambda: old, visible=lambda: []) == 2
     assert "--torch-abi stable builds the wheel for every torch >=" in capsys.readouterr().err
     assert "build_dir" not in built
+
+
+def test_one_precedence_rule_in_every_entry_point(built, monkeypatch, capsys):
+    # options.pick / options.group_of, used by release.wheels (and release.kernels through it) and dev:
+    # a flag wins over its variable; the arch group variable is the group without a flag and refused,
+    # not overridden, when it disagrees with the flag.
+    from release import wheels
+    from release.errors import ReleaseError
+
+    env = {"FLASH_ATTN_KERNEL_SET": "ci", "FLASH_ATTN_ARCH_GROUP": "blackwell"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert wheels.parse(["--arch-group", "blackwell", "--kernel-set", "dev"], env).kernel_set == "dev"
+    assert run(built, ["--kernel-set", "dev"], [89]) == ("blackwell", "", "dev")  # the variable's group
+    assert run(built, ["--arch-group", "blackwell"], [89]) == ("blackwell", "", "ci")  # the variable's set
+    with pytest.raises(ReleaseError, match="ARCH_GROUP=blackwell is set, but this session builds the legacy"):
+        wheels.parse(["--arch-group", "legacy"], env)
+    capsys.readouterr()
+    assert dev.main(["--arch-group", "legacy", "--build-root", "b"], probe=lambda: TC, visible=lambda: [89]) == 2
+    err = capsys.readouterr().err
+    assert "FLASH_ATTN_ARCH_GROUP=blackwell is set, but --arch-group asks for the legacy group" in err, err
+    assert "pass --arch-group blackwell" in err

@@ -81,7 +81,9 @@ def test_wrong_group_from_the_build_is_refused(tmp_path, monkeypatch):
         return builder.BuildResult(built(Path(outdir), group="blackwell"), _summary(), Path("log"))
 
     monkeypatch.setattr(builder, "run_build", run_build)
-    with pytest.raises(ReleaseError, match="FLASH_ATTN_ARCH_GROUP: asked .legacy., the build info says .blackwell."):
+    with pytest.raises(
+        ReleaseError, match="FLASH_ATTN_ARCH_GROUP .--arch-group.: asked .legacy., the build info says .blackwell."
+    ):
         wheels.build_group(opts(tmp_path), probe=lambda: GOOD)
     assert not (tmp_path / "out").exists()
 

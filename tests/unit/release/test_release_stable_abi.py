@@ -65,7 +65,7 @@ def test_option_reaches_cmake_and_defaults_to_exact():
 
 
 def test_unknown_torch_abi_is_refused(tmp_path):
-    with pytest.raises(ReleaseError, match="--torch-abi stabel .FLASH_ATTN_TORCH_ABI. is not one of exact, stable"):
+    with pytest.raises(ReleaseError, match="FLASH_ATTN_TORCH_ABI=.stabel. .--torch-abi. is not one of exact, stable"):
         opts(tmp_path, FLASH_ATTN_TORCH_ABI="stabel").validate()
 
 

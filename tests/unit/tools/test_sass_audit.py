@@ -55,3 +55,8 @@ def test_a_failing_host_flags_call_stops_the_audit(tmp_path, monkeypatch):
     monkeypatch.setattr(torch, "__version__", "not-a-version")
     with pytest.raises(SystemExit, match="flash_attn_host_flags failed"):
         sass_audit.nvcc_flags(tmp_path, nvcc)
+
+
+def test_the_audit_threshold_is_written_as_the_build_writes_it():
+    # its default is the manifest's (options.FLASH_ATTN_RESCALE_THRESHOLD.default), as CMake passes it
+    assert [sass_audit.float_literal(v) for v in ("8", "8.0", "8.0f")] == ["8.0f"] * 3
