@@ -139,7 +139,7 @@ print(json.dumps(out))
 
 def test_pyproject_and_the_readme_follow_the_edited_table(tmp_path, edited):
     docs = tmp_path / "docs_copy"
-    for rel in doc_tables.BLOCKS:
+    for rel in [*doc_tables.BLOCKS, *doc_tables.FILES]:
         (docs / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / rel, docs / rel)
     assert doc_tables.main(["--check", "--manifest", str(edited), "--root", str(docs)]) == 1
