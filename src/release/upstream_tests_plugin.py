@@ -27,9 +27,9 @@ from __future__ import annotations
 import json
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -46,7 +46,10 @@ def _torch_dynamo_rotary_qkv() -> str | None:
 
     minor = ".".join(torch.__version__.split("+")[0].split(".")[:2])
     if minor in ("2.11",):
-        return f"torch {torch.__version__}: Dynamo asserts tracing upstream's ApplyRotaryEmbQKV_ (fails the same without this wheel)"
+        return (
+            f"torch {torch.__version__}: Dynamo asserts tracing upstream's ApplyRotaryEmbQKV_ "
+            "(fails the same without this wheel)"
+        )
     return None
 
 
@@ -60,7 +63,9 @@ def _triton_without_cache_hook() -> str | None:
         return None
     if hasattr(JITFunction, "cache_hook"):
         return None
-    return f"Triton {triton.__version__} has no JITFunction.cache_hook (its hook is triton.knobs.runtime.jit_cache_hook)"
+    return (
+        f"Triton {triton.__version__} has no JITFunction.cache_hook (its hook is triton.knobs.runtime.jit_cache_hook)"
+    )
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,9 @@ class KnownFailure:
 
 KNOWN_FAILURES = (
     KnownFailure(
-        "test_rotary.py::test_rotary_emb_qkv", AssertionError, _torch_dynamo_rotary_qkv,
+        "test_rotary.py::test_rotary_emb_qkv",
+        AssertionError,
+        _torch_dynamo_rotary_qkv,
         {"compiled": True},
         strict=False,  # which compiled cases fail varies from run to run (see the reason's docstring)
     ),

@@ -95,7 +95,12 @@ def test_plugin_deselects_other_head_dims_samples_and_counts(tmp_path):
     # kept: d 40, 64 (kernel 64), 111, 128 (kernel 128) x 4, 2 skips, 1 without d
     assert record["selected"] == 19
     assert record["functions"]["test_shape.py::test_attention"] == {
-        "passed": 15, "failed": 1, "skipped": 0, "xfailed": 0, "xpassed": 0, "error": 0
+        "passed": 15,
+        "failed": 1,
+        "skipped": 0,
+        "xfailed": 0,
+        "xpassed": 0,
+        "error": 0,
     }
     assert record["functions"]["test_shape.py::test_skips"]["skipped"] == 2
     assert record["total"]["passed"] == 16 and "upstream tests per function" in proc.stdout
@@ -119,7 +124,9 @@ def test_known_failures_mark_only_matching_cases_where_the_fact_holds():
     from release.upstream_tests_plugin import KnownFailure, mark_known_failures
 
     known = (
-        KnownFailure("test_rotary.py::test_qkv", AssertionError, lambda: "torch X asserts", {"compiled": True}, strict=False),
+        KnownFailure(
+            "test_rotary.py::test_qkv", AssertionError, lambda: "torch X asserts", {"compiled": True}, strict=False
+        ),
         KnownFailure("test_rotary.py::test_count", AttributeError, lambda: None),  # fact does not hold here
     )
     items = [
@@ -138,9 +145,7 @@ def test_known_failures_count_as_xfailed_and_a_pass_counts_as_failed(tmp_path):
     """End to end through pytest: the Triton fact is read from this machine's Triton."""
     from release.upstream_tests_plugin import _triton_without_cache_hook
 
-    (tmp_path / "test_rotary.py").write_text(
-        "def test_compilation_count():\n    raise AttributeError('cache_hook')\n"
-    )
+    (tmp_path / "test_rotary.py").write_text("def test_compilation_count():\n    raise AttributeError('cache_hook')\n")
     summary = tmp_path / "summary.json"
     cmd = [sys.executable, "-m", "pytest", "-p", "release.upstream_tests_plugin", "-q", "-p", "no:cacheprovider"]
     cmd += [str(tmp_path / "test_rotary.py"), f"--fa-summary={summary}"]
