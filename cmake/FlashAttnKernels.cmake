@@ -8,7 +8,7 @@
 # an earlier build of the same key (FLASH_ATTN_KERNELS), and then compiles only the binding.
 #
 # A kernels archive is a folder: the object files (dispatch and units, by unit name) and
-# kernels-manifest.json, written by release.archives from what flash_attn_export_kernels records:
+# kernels-manifest.json, written by release.archive.archives from what flash_attn_export_kernels records:
 #   {"format": 1, "key": <sha256>, "fields": {<what the key covers>}, "units": [<every unit of the
 #    set>], "shard": null | {"index", "count", "units"}, "objects": [{"file", "unit", "sha256"}],
 #    "toolchain": {...}}
@@ -56,7 +56,7 @@ endfunction()
 #                           OUT <json file>)
 #   Writes <json file> at generate time: the key, its fields, the kernels.json of the generator
 #   (the set's units, the shard) and the object paths of TARGET ($<TARGET_OBJECTS>), for
-#   release.archives to pack into an archive after the build.
+#   release.archive.archives to pack into an archive after the build.
 function(flash_attn_export_kernels)
   cmake_parse_arguments(PARSE_ARGV 0 arg "" "TARGET;KEY;FIELDS;KERNELS_JSON;OUT" "")
   file(READ "${arg_KERNELS_JSON}" kernels)
@@ -204,7 +204,7 @@ function(flash_attn_kernel_key_of_this_build)
   # The host compiler's id and MAJOR version only, no path: a runner-image rollout or a re-pushed image
   # tag in the middle of a release moves MSVC's minor and build number, gcc's minor and patch and
   # cl.exe's install path, none of which changes the ABI the shards' objects share (issue 25; the
-  # kernels manifest still records each shard's full compiler, release.archives).
+  # kernels manifest still records each shard's full compiler, release.archive.archives).
   string(REGEX MATCH "^[0-9]+" host_major "${CMAKE_CXX_COMPILER_VERSION}")
   flash_attn_kernel_key(OUT_KEY key OUT_FIELDS fields FIELDS
     format 1
@@ -281,7 +281,7 @@ endfunction()
 #     intermediate files tmpxft_<process id>_..., and those names end up in every object (the file
 #     symbol and the static initialiser's name); with it they are named after the source
 #     (fwd_hdim64_fp16.cudafe1.cpp). Not part of the build key: it changes no code and its folder
-#     differs between machines (it does not enter the object). release.archives empties the folder
+#     differs between machines (it does not enter the object). release.archive.archives empties the folder
 #     after each build (it holds the preprocessed sources, PTX and cubins: tens of MB per unit).
 #   - flash_attn_object_naming_flags for each .cu source (its path below the build folder), as a
 #     source property: cudafe++'s module id without process id or absolute path.

@@ -1,6 +1,6 @@
 """Which package index serves a flash_attn wheel for a given GPU and torch: the one definition.
 
-The release publishes one PEP 503 index per variant (``release.index``), under the site URL
+The release publishes one PEP 503 index per variant (``release.ship.index``), under the site URL
 ``package_index.url`` of build-manifest.json, which every build info carries as
 ``install.index_url`` with ``install.stable_torch_min`` (``stable_abi.torch_min``)::
 

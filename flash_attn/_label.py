@@ -17,7 +17,7 @@ Both end in this project's revision of the upstream release, ``rev<REVISION>``
 Lowercase, PEP 440 normal form; a wheel of any kernel set but ``release`` gets the set's
 name as one more segment (``...legacy.rev1.ci``), so a dry-run wheel never carries a release
 wheel's name. The runtime uses it to name the wheel to install (:mod:`flash_attn._compat`); the release
-tooling (``release.tagging``, ``release.matrix``) loads this file by path, so it imports nothing
+tooling (``release.ship.tagging``, ``release.plan.matrix``) loads this file by path, so it imports nothing
 from the package and nothing outside the standard library.
 """
 
@@ -127,7 +127,7 @@ def local_label(
 def label_of(info: Mapping[str, Any], group: str | None = None) -> str:
     """The label of the wheel a build info describes, for ``group`` (default: its own): the one way a
     build info becomes a :func:`local_label`, used by the runtime (``flash_attn._build_info.local_label``,
-    which names the other group's wheel) and the release tooling (``release.tagging.local_label``).
+    which names the other group's wheel) and the release tooling (``release.ship.tagging.local_label``).
 
     The CUDA is the build's toolkit (``cuda_version``), else torch's (``torch_cuda_version``); a
     missing ``cxx11_abi`` is true and a missing ``kernel_set`` is release (the release tooling

@@ -39,7 +39,7 @@
 #
 # Drop-in use
 #   dropin     [issue 24] call it until it says "dropin: all done" (~4 calls): the same two wheels
-#              as `host`, then upstream's own tests (release.upstream_tests) and transformers'
+#              as `host`, then upstream's own tests (release.ship.upstream_tests) and transformers'
 #              flash_attention_2 path (tests/gpu/test_transformers_fa2.py) on each
 #
 # Switches (environment): JOBS (16) and TREE_JOBS (JOBS) size the two builds; WITH_TREE=1 starts the
@@ -201,8 +201,8 @@ tree_wheel() {
     -C cmake.define.FLASH_ATTN_CUTLASS_DIR="$W/tree/pin/flash_attn-$UPSTREAM/csrc/cutlass/include" "$ROOT"
 }
 export TREE_KSET TREE_JOBS
-host_build() {  # the host phase's kernels (and a first exact wheel): release.wheels compiles and archives them
-  python3 -m release.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" --sdist "$SDIST" \
+host_build() {  # the host phase's kernels (and a first exact wheel): release.build.wheels compiles and archives them
+  python3 -m release.build.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" --sdist "$SDIST" \
     --jobs "$JOBS" --torch-abi exact --no-smoke --build-root "$W/host_root" --out "$W/host_first"
 }
 timed_steps() {  # wheel: validation report and kernel benchmark (with host overhead) on a quiet machine
@@ -232,7 +232,7 @@ link_both() {  # phase: the exact and the stable-ABI wheel linked from $HOST_ROO
   rm -f "$W/linked.stamp"
   for abi in exact stable; do
     rm -rf "$W/host_$abi"
-    step "link_$abi" 200 python3 -m release.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
+    step "link_$abi" 200 python3 -m release.build.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
       --sdist "$SDIST" --jobs "$JOBS" --kernels "$kernels" --torch-abi "$abi" --no-smoke \
       --build-root "$HOST_ROOT" --out "$W/host_$abi" > /dev/null || { echo "$1: linking the $abi wheel failed"; tail -n 30 "$R/link_$abi.txt"; return 1; }
     wheel=$(ls "$W/host_$abi"/flash_attn-*.whl | head -1)
@@ -255,10 +255,10 @@ print("torch", torch.__version__, "triton", triton.__version__, "JITFunction.cac
   PYTHONPATH="$d/site" python3 -m pytest -c /dev/null -p no:cacheprovider -q -rfE --tb=line -n 4 "flash_attn-$UPSTREAM/tests/test_rotary.py"
 }
 
-up_tests() {  # abi: upstream's tests (release.upstream_tests) on the $abi wheel, run detached
+up_tests() {  # abi: upstream's tests (release.ship.upstream_tests) on the $abi wheel, run detached
   local abi=$1 wheel
   wheel=$(ls "$W/host_$abi"/flash_attn-*.whl | head -1)
-  cd "$W" && PYTHONPATH="$W/tree_$abi/src:$W/site_$abi:/tmp/site" python3 -m release.upstream_tests --wheel "$wheel" \
+  cd "$W" && PYTHONPATH="$W/tree_$abi/src:$W/site_$abi:/tmp/site" python3 -m release.ship.upstream_tests --wheel "$wheel" \
     --sdist "$SDIST" --sample "${UP_SAMPLE:-3000}" --seed "${UP_SEED:-24}" --jobs "${UP_JOBS:-8}" \
     --out "$W/once/up_$abi" -- -p no:cacheprovider
 }
@@ -308,7 +308,7 @@ shards_machine() {  # the machine of the shards phase's builds, written once per
   } > "$W/shards_machine.txt" 2>&1
   cp "$W/shards_machine.txt" "$R/machine.txt"
 }
-shard_progress() {  # the last progress line of each build of the shards phase (release.progress)
+shard_progress() {  # the last progress line of each build of the shards phase (release.build.progress)
   local f
   for f in "$W"/bs/sharded/logs/*.log "$W"/bs/unsharded/logs/*.log; do
     [ -f "$f" ] && printf '%s: %s\n' "$(basename "$f" .log)" "$(tr '\r' '\n' < "$f" | grep -a 'kernel units\|edges' | tail -1)"
@@ -429,7 +429,7 @@ bench)
   ;;
 shards)
   shards_machine
-  # release.wheels builds with `python -m build --no-isolation` and its dependency check (pyproject's
+  # release.build.wheels builds with `python -m build --no-isolation` and its dependency check (pyproject's
   # build requires: scikit-build-core, cmake, ninja as Python packages) and retags with `wheel`
   if [ "${FLASH_ATTN_BENCH_SHARDED_FAKE:-0}" != 1 ] && ! python3 -c 'import build, packaging, wheel, ninja, scikit_build_core' 2> "$R/preflight.txt"; then
     echo "shards: missing Python packages ($(tail -1 "$R/preflight.txt")); carry their wheels in .whl/ (build, packaging, wheel>=0.48, ninja, scikit-build-core, cmake, pathspec)"
@@ -509,7 +509,7 @@ stable)
     rm -rf "$W/site_shard"; python3 -m pip install -q --no-deps --no-index --target "$W/site_shard" "$exact_wheel" || exit 3
     echo "$exact_wheel" > "$W/site_shard/.from"
   fi
-  once stable_link 300 python3 -m release.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
+  once stable_link 300 python3 -m release.build.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
     --sdist "$SDIST" --jobs "$JOBS" --kernels "$kernels" --torch-abi stable --no-smoke \
     --build-root "$W/stable_root" --out "$W/stable_dist" || { echo "stable: link failed"; exit 1; }
   wheel=$(ls "$W"/stable_dist/flash_attn-*.whl | head -1)
@@ -551,7 +551,7 @@ stable)
     TORCH_SITE=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
     export PYTHONPATH="$PYTHONPATH:$TORCH_SITE"
     mkdir -p "$W/smk" && cd "$W/smk" || exit 3
-    once cpu_wheel_smoke 12 "$W/venv_cpu/bin/python" "$ROOT/src/release/smoke_check.py" \
+    once cpu_wheel_smoke 12 "$W/venv_cpu/bin/python" "$ROOT/src/release/ship/smoke_check.py" \
       --expect-version "$(basename "$cpu_wheel" | cut -d- -f2)" --group custom || rc=1
     once cpu_wheel_gpu_call 2 "$W/venv_cpu/bin/python" -c "
 import torch, flash_attn
@@ -572,7 +572,7 @@ print('torch', torch.__version__, 'max |out - sdpa|', (out - ref).abs().max().it
   exit $rc
   ;;
 host)
-  # Issue 14 on the GPU: the dev set's kernels compiled once (release.wheels, exact ABI, detached; about
+  # Issue 14 on the GPU: the dev set's kernels compiled once (release.build.wheels, exact ABI, detached; about
   # 9 minutes), then every call relinks the exact and the stable-ABI wheel from that kernels archive (the
   # binding alone compiles, so a changed binding costs a minute) and runs HOST_STEPS (default: opcheck and
   # host profile of both wheels, then the kernel benchmark of both with the host-overhead table). Steps
@@ -613,7 +613,7 @@ dropin)
   # per wheel, one wheel after the other) and transformers' flash_attention_2 path against its
   # sdpa path (tests/gpu). While the kernels compile, the first call runs test_rotary.py against
   # upstream's own Python modules without any wheel of ours (the known-failure evidence of
-  # release.upstream_tests_plugin). Call it until it says "dropin: all done".
+  # release.ship.upstream_tests_plugin). Call it until it says "dropin: all done".
   HOST_ROOT=$W/host_root
   [ -f "$W/hostbuild.done" ] || background hostbuild host_build
   once rotary_official 60 bash -c "$(declare -f rotary_official); rotary_official"

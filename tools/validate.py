@@ -6,9 +6,9 @@ installs it and runs this; without nox, from a folder that holds no flash_attn/:
     PYTHONPATH=<checkout>/src python <checkout>/tools/validate.py --out reports/ [--wheel flash_attn-...whl]
 
 Only the standard library, torch, the installed flash_attn and the smoke check's build-info reader
-(``release.smoke_check.package_build_info``, stdlib only; hence src/ on PYTHONPATH) are used. It
+(``release.ship.smoke_check.package_build_info``, stdlib only; hence src/ on PYTHONPATH) are used. It
 is a GPU test suite, not release logic: the release tooling only reads the reports it writes
-(``release.publish``). Every check draws fresh random inputs (never zeros) and compares against
+(``release.ship.publish``). Every check draws fresh random inputs (never zeros) and compares against
 torch ``scaled_dot_product_attention`` computed in fp32 on the same inputs (masks for causal/window; a
 plain fp32 reference where SDPA cannot express the case: softcap, fully masked rows). Gates
 (docs/design.md): fp16 rel_Linf <= 2e-2, bf16 rel_Linf <= 1e-2, cosine >= 0.9995. Backward gates
@@ -49,7 +49,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from release.smoke_check import package_build_info
+from release.ship.smoke_check import package_build_info
 
 GATES = {"fp16": 2e-2, "bf16": 1e-2}
 COSINE_MIN = 0.9995
@@ -566,7 +566,7 @@ def import_installed_flash_attn():
 
 def read_build_info(module) -> dict:
     """The build info the package exposes, else build_info_*.json beside it (the smoke check's
-    reader, release.smoke_check.package_build_info). Raises RuntimeError when there is none."""
+    reader, release.ship.smoke_check.package_build_info). Raises RuntimeError when there is none."""
     return package_build_info(module)[0]
 
 

@@ -25,8 +25,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import procs
-from .errors import ReleaseError
+from release import procs
+from release.errors import ReleaseError
 
 LOCK_NAME = ".flash_attn-session.lock"
 _HELD: dict[Path, Lock] = {}  # build folder -> the lock this process holds on it (hold_build_folder)

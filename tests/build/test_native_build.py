@@ -1,9 +1,9 @@
 """A real build of a two-unit kernel set, sharded, gathered and linked, checked from the outside.
 
 The release path on one machine (no GPU needed): the kernel set ``fwd_hdim64_fp16,
-fwd_hdim64_fp16_causal`` for sm_80 is compiled torch-free as 2 shards (``python -m release.archives
+fwd_hdim64_fp16_causal`` for sm_80 is compiled torch-free as 2 shards (``python -m release.archive.archives
 build --shard K/2``: one unit each), the shards are gathered into one kernels archive
-(``release.archives gather``), and the wheel flow (``python -m release.wheels --kernels ARCHIVE``)
+(``release.archive.archives gather``), and the wheel flow (``python -m release.build.wheels --kernels ARCHIVE``)
 compiles only the binding against torch, links, tags and smoke-tests the wheel; every compile goes
 through sccache (``--cache sccache``, its own cache folder and server port). Everything lives
 under build/test-wheel (kept between runs, so a rerun is incremental and quick). Then it checks: the
@@ -157,7 +157,7 @@ def test_rerun_compiles_nothing_and_gives_the_same_bytes(flow, gathered, tmp_pat
     assert "0 (nothing to do)" in proc.stdout, proc.stdout[-3000:]
     assert again.name == wheel.name
     assert hashlib.sha256(again.read_bytes()).hexdigest() == hashlib.sha256(wheel.read_bytes()).hexdigest(), (
-        "an unchanged rebuild must give the same wheel bytes (SOURCE_DATE_EPOCH, release/tagging.py)"
+        "an unchanged rebuild must give the same wheel bytes (SOURCE_DATE_EPOCH, release/ship/tagging.py)"
     )
 
 
@@ -278,7 +278,7 @@ def test_consumers_import_lines_work_with_the_installed_wheel(flow, tmp_path: Pa
     """The consumer import table (consumer_imports.py), run in a fresh venv holding this wheel: every row
     passes, except a row whose requirement (triton, a CUDA device) the machine lacks, which must fail for
     exactly that reason. Cost: a venv, a pip install of the wheel and one python process (~30 s)."""
-    from release import smoke
+    from release.ship import smoke
 
     with zipfile.ZipFile(flow[1]) as zf:
         assert "flash_attn_2_cuda.py" in zf.namelist(), "upstream's extension module name, at the wheel's top level"

@@ -1,4 +1,4 @@
-"""The release rehearsal (``nox -s release_rehearsal``, release.rehearsal) on every CI run.
+"""The release rehearsal (``nox -s release_rehearsal``, release.plan.rehearsal) on every CI run.
 
 Runs ``.github/workflows/release.yml``'s job chain here: a ``kernel_set=ci`` dispatch (one unit, one
 shard, an exact wheel), a tag push (two units in two shards, a stable-ABI wheel smoke-tested under a
@@ -29,7 +29,7 @@ def test_the_release_job_chain_rehearses_clean():
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     root = ROOT / "build" / "rehearsal"
     proc = subprocess.run(
-        [sys.executable, "-m", "release.rehearsal", "--root", str(root)],
+        [sys.executable, "-m", "release.plan.rehearsal", "--root", str(root)],
         capture_output=True,
         text=True,
         env=env,

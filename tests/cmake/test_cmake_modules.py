@@ -450,9 +450,9 @@ def test_object_naming_gives_msvc_hosts_no_host_compiler_option():
 
 
 def test_the_python_key_of_the_fields_is_the_cmake_key():
-    # release.archives.key_of re-checks an archive's key against its fields (an edited manifest is
+    # release.archive.archives.key_of re-checks an archive's key against its fields (an edited manifest is
     # refused); it must compute what flash_attn_kernel_key computes.
-    from release import archives
+    from release.archive import archives
 
     fields = {"format": "1", "definitions": "FLASH_NAMESPACE=flash", "cuda_flags": 'a "q" \\b', "units": "x,y"}
     assert archives.key_of(fields) == _kernel_key(**fields)["KEY"]

@@ -6,7 +6,8 @@
   ``importlib.import_module``, ``__import__``, ``runpy``) or reached by a ``sys.path`` edit,
   except release._paths loading flash_attn/_label.py and flash_attn/_install.py (its docstring says
   why: they ship inside ``flash_attn``, whose ``__init__`` loads the native library).
-- src/release/__init__.py's module index names every module of the package once.
+- src/release/__init__.py's module index names every module of the package and its sub-packages
+  once, and each sub-package's docstring says what it holds.
 """
 
 from __future__ import annotations
@@ -25,20 +26,38 @@ HIDDEN_LOADERS = {"spec_from_file_location", "import_module", "__import__", "run
 ALLOWED_LOADS = {"src/release/_paths.py": {"LABEL_PY", "INSTALL_PY"}}
 
 
+def _module_name(path: Path) -> str:
+    """The dotted name of `path` under src/release without the ``release.`` prefix: ``build.wheels``,
+    ``errors``; a sub-package's ``__init__.py`` is its package name (``build``)."""
+    parts = path.relative_to(RELEASE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in RELEASE.rglob("*.py") if p != RELEASE / "__init__.py"}
+SUBPACKAGES = {name for name, p in MODULES.items() if p.name == "__init__.py"}
+
+
 def release_imports(path: Path) -> set[str]:
-    """The src/release modules that `path` (a module of src/release) imports, anywhere in it."""
-    modules = {p.stem for p in RELEASE.glob("*.py")}
+    """The src/release modules (dotted names under ``release.``) that `path`, a module of src/release,
+    imports anywhere in it, relative or absolute; importing a sub-package counts as importing its
+    ``__init__``."""
+    own = _module_name(path)
+    package = own.split(".")[:-1] if path.name != "__init__.py" else own.split(".")
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level == 1 and not base or node.level == 0 and base == "release":
-                found |= {a.name for a in node.names if a.name in modules}  # from . import x / from release import x
-            elif node.level == 1 or base.startswith("release."):
-                found.add(base.removeprefix("release.").split(".")[0])  # from .x import y / from release.x import y
+            if node.level:  # from . import x / from .x import y, resolved against the package
+                base = ".".join([*package[: len(package) - node.level + 1], *([node.module] if node.module else [])])
+            elif node.module == "release" or (node.module or "").startswith("release."):
+                base = node.module.removeprefix("release").removeprefix(".")
+            else:
+                continue
+            for alias in node.names:
+                name = f"{base}.{alias.name}" if base else alias.name
+                found.add(name if name in MODULES else base)  # a module imported, else a name of `base`
         elif isinstance(node, ast.Import):
-            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("release.")}
-    return (found & modules) - {path.stem}
+            found |= {a.name.removeprefix("release.") for a in node.names if a.name.startswith("release.")}
+    return {m for m in found if m in MODULES} - {own}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -74,8 +93,10 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_cycle_among_the_release_modules():
-    graph = {p.stem: release_imports(p) for p in RELEASE.glob("*.py")}
-    assert graph["wheels"] >= {"archives", "prepare"} and "wheels" not in graph["archives"]  # the parser sees them
+    graph = {name: release_imports(p) for name, p in MODULES.items()}
+    # the parser sees them: absolute imports of a sibling, of another sub-package's module, of a top-level one
+    assert graph["build.wheels"] >= {"archive.archives", "build.prepare", "locks"}
+    assert "build.wheels" not in graph["archive.archives"]
     assert cycles(graph) == [], "import cycles among src/release modules"
 
 
@@ -127,9 +148,17 @@ def test_the_load_finder_sees_importlib_and_sys_path(tmp_path):
 
 
 def test_the_package_docstring_lists_every_release_module_once():
-    index = re.findall(r"^- :mod:`release\.(\w+)`", (RELEASE / "__init__.py").read_text(encoding="utf-8"), re.M)
-    modules = sorted(p.stem for p in RELEASE.glob("*.py") if p.stem != "__init__")
+    index = re.findall(r"^- :mod:`release\.([\w.]+)`", (RELEASE / "__init__.py").read_text(encoding="utf-8"), re.M)
+    modules = sorted(set(MODULES) - SUBPACKAGES)
     assert sorted(index) == modules, (
         f"missing {sorted(set(modules) - set(index))}, extra {sorted(set(index) - set(modules))}"
     )
     assert len(index) == len(set(index))
+
+
+def test_every_sub_package_says_what_it_holds():
+    folders = {p.parent.name for p in RELEASE.rglob("*.py") if p.parent != RELEASE}
+    assert folders == SUBPACKAGES, f"folders of src/release without an __init__.py: {sorted(folders - SUBPACKAGES)}"
+    for name in sorted(SUBPACKAGES):
+        doc = ast.get_docstring(ast.parse(MODULES[name].read_text(encoding="utf-8")))
+        assert doc and len(doc.split()) >= 5, f"release.{name} has no docstring saying what it holds"

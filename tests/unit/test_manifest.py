@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from flash_attn import _build_info, _compat
-from release import doc_tables, manifest
+from release import manifest
+from release.plan import doc_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "build-manifest.json"
@@ -73,7 +74,7 @@ def _cmake_targets(manifest_file: Path | None, group: str) -> str:
 
 def _matrix(manifest_file: Path | None, group: str) -> list[dict]:
     proc = subprocess.run(
-        [sys.executable, "-m", "release.matrix", "--group", group],
+        [sys.executable, "-m", "release.plan.matrix", "--group", group],
         capture_output=True,
         text=True,
         env=_env(manifest_file),
@@ -125,7 +126,7 @@ def test_one_arch_group_change_reaches_every_reader(tmp_path):
         assert "Install the .legacy wheel" in verdict.message
 
     # the docs' table: the checkout's README is current for its manifest and stale for the copy;
-    # `nox -s doc_tables` (release.doc_tables) on a copy of the docs writes the changed row
+    # `nox -s doc_tables` (release.plan.doc_tables) on a copy of the docs writes the changed row
     row = "| `legacy` | sm_80, sm_86, sm_89, sm_90 | compute_90 |"
     assert row in doc_tables.arch_groups_table(manifest.load(changed))
     assert doc_tables.main(["--check"]) == 0
@@ -345,7 +346,7 @@ def test_adding_an_arch_group_is_one_manifest_edit(tmp_path, monkeypatch):
     # the CMake checker (the configure's) and the Python checks, which ask it through cmake -P
     assert _cmake_targets(changed, "hopper") == "90-real;90-virtual"
     monkeypatch.setenv(manifest.ENV, str(changed))
-    from release import arch_rules
+    from release.build import arch_rules
     from release.errors import ReleaseError
 
     assert arch_rules.check_archs("hopper", cuda_version="12.8") == [90]
@@ -353,13 +354,13 @@ def test_adding_an_arch_group_is_one_manifest_edit(tmp_path, monkeypatch):
         arch_rules.check_group("volta", f"({arch_rules.sessions_hint('wheel')})")
 
     # the session entry points: their help and their messages list the group
-    proc = _python(changed, "-m", "release.wheels", "--arch-group", "volta")
+    proc = _python(changed, "-m", "release.build.wheels", "--arch-group", "volta")
     err = " ".join(proc.stderr.split())
     assert proc.returncode == 2 and "Valid groups: blackwell, legacy, hopper, custom" in err, err
     assert "nox -s wheel_hopper, or nox -s wheel_custom" in err, err
-    proc = _python(changed, "-m", "release.wheels", "--arch-group", "hopper", "--cuda-archs", "80")
+    proc = _python(changed, "-m", "release.build.wheels", "--arch-group", "hopper", "--cuda-archs", "80")
     assert proc.returncode == 2 and "the hopper group has fixed archs" in proc.stderr, proc.stderr
-    for module in (("release.wheels",), ("release.archives", "build")):
+    for module in (("release.build.wheels",), ("release.archive.archives", "build")):
         proc = _python(changed, "-m", *module, "--help")
         assert "blackwell, legacy, hopper, custom" in " ".join(proc.stdout.split()), proc.stdout
     # the runtime's "not built" message of a source checkout names the manifest's groups

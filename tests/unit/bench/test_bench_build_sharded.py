@@ -23,15 +23,16 @@ def test_parse_layout():
 
 def test_commands(tmp_path):
     cmd = bs.shard_command("py", 2, 4, 3, "dev", ["90"], "/s.tar.gz", tmp_path / "r2", tmp_path / "a")
-    assert cmd[:4] == ["py", "-m", "release.archives", "build"]
+    assert cmd[:4] == ["py", "-m", "release.archive.archives", "build"]
     assert cmd[cmd.index("--shard") + 1] == "2/4" and cmd[cmd.index("--jobs") + 1] == "3"
     assert cmd[cmd.index("--cuda-archs") + 1] == "90" and cmd[cmd.index("--sdist") + 1] == "/s.tar.gz"
     link = bs.wheel_command("py", 16, "dev", ["80", "90"], None, tmp_path / "l", tmp_path / "d", tmp_path / "k")
-    assert link[2] == "release.wheels" and "--no-smoke" in link and link[-2:] == ["--kernels", str(tmp_path / "k")]
+    assert link[2] == "release.build.wheels" and "--no-smoke" in link
+    assert link[-2:] == ["--kernels", str(tmp_path / "k")]
     assert link[link.index("--cuda-archs") + 1] == "80,90" and "--sdist" not in link
     assert "--kernels" not in bs.wheel_command("py", 16, "dev", ["90"], None, tmp_path, tmp_path)
     g = bs.gather_command("py", [tmp_path / "s1", tmp_path / "s2"], tmp_path / "g")
-    assert g[2:4] == ["release.archives", "gather"] and g[-2:] == ["--out", str(tmp_path / "g")]
+    assert g[2:4] == ["release.archive.archives", "gather"] and g[-2:] == ["--out", str(tmp_path / "g")]
 
 
 def test_child_env_puts_src_first():

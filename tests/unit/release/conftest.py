@@ -16,10 +16,11 @@ def fake_wheel(tmp_path):
 
 @pytest.fixture(autouse=True)
 def no_kernels_build(monkeypatch):
-    """The wheel flow's first step (release.archives.build: a real CMake build of the kernel objects)
+    """The wheel flow's first step (release.archive.archives.build: a real CMake build of the kernel objects)
     is replaced by one that returns an archive path and an empty summary, so the flow tests reach
     the binding build (builder.run_build, which they replace themselves). Returns the calls."""
-    from release import archives, progress
+    from release.archive import archives
+    from release.build import progress
 
     calls = []
 

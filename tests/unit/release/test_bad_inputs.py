@@ -20,9 +20,11 @@ from pathlib import Path
 import pytest
 from release_fakes import build_info, make_wheel
 
-from release import arch_rules, builder, checksums, manifest, options, publish, smoke, tagging, toolchain, wheels
+from release import manifest
+from release.build import arch_rules, builder, options, toolchain, wheels
+from release.build.toolchain import Toolchain
 from release.errors import ReleaseError
-from release.toolchain import Toolchain
+from release.ship import checksums, publish, smoke, tagging
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -127,7 +129,7 @@ def test_archs_the_toolkit_cannot_build_are_refused_before_the_build_folder(
 
 
 def test_arch_rules_are_the_cmake_modules():
-    """release.arch_rules asks cmake/FlashAttnArchGroups.cmake (cmake -P), which reads the manifest."""
+    """release.build.arch_rules asks cmake/FlashAttnArchGroups.cmake (cmake -P), which reads the manifest."""
     assert arch_rules.check_archs("legacy") == [80, 89, 90] and arch_rules.check_archs("blackwell") == [100, 120, 121]
     assert arch_rules.check_archs("custom", [90, 80, 90], "12.8") == [80, 90]
     assert arch_rules.parse_archs("9.0, sm_80;80") == [80, 90] and arch_rules.parse_archs(" ; ") == []
@@ -137,7 +139,9 @@ def test_arch_rules_are_the_cmake_modules():
     with pytest.raises(ReleaseError, match=r"^sm_95 is not an architecture this project builds\. Known: sm_80, sm_86"):
         arch_rules.check_archs("custom", [95])
     # No rule sentence of the CMake module is written again in Python.
-    python = "".join((ROOT / "src" / "release" / f).read_text() for f in ("arch_rules.py", "options.py", "wheels.py"))
+    python = "".join(
+        (ROOT / "src" / "release" / "build" / f).read_text() for f in ("arch_rules.py", "options.py", "wheels.py")
+    )
     for sentence in ("is not built by this project", "is not an architecture this project builds", "needs CUDA",
                      "Valid groups:", "or newer (Ampere)", "is not an SM number", "applies to the custom group only",
                      "custom arch group needs"):  # fmt: skip
@@ -353,7 +357,7 @@ def test_option_defaults_are_the_manifest_defaults_and_every_option_is_read_from
 def test_plain_pip_install_passes_every_option_too():
     # pip install . (no nox) must not keep stale cache values either: pyproject.toml defines every
     # option, empty, and CMake reads empty as the environment variable when set, else the default
-    # (the block is rendered from the manifest: release.doc_tables).
+    # (the block is rendered from the manifest: release.plan.doc_tables).
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     table = pyproject["tool"]["scikit-build"]["cmake"]["define"]

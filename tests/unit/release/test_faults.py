@@ -32,11 +32,14 @@ import pytest
 from release_fakes import build_info, make_wheel
 from test_release_archives import SET, make_shard
 
-from release import archives, build_dirs, checksums, locks, options, procs, publish, smoke, tagging, toolchain, wheels
+from release import locks, procs
+from release.archive import archives
+from release.build import build_dirs, options, toolchain, wheels
+from release.build.toolchain import Toolchain
 from release.errors import ReleaseError
-from release.toolchain import Toolchain
+from release.ship import checksums, publish, smoke, tagging
 
-SRC = Path(archives.__file__).resolve().parents[1]  # the src/ the children import release from
+SRC = Path(archives.__file__).resolve().parents[2]  # the src/ the children import release from
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
 COUNTS = {"probes run": 0, "inputs lost": 0, "corrupt outputs": 0, "tracebacks": 0}
 LINUX = sys.platform.startswith("linux")
@@ -172,7 +175,8 @@ _RUNNER = textwrap.dedent(
     for mod, name in ((shutil, "copyfile"), (os, "replace"), (os, "rename"), (os, "mkdir"), (os, "chmod"),
                       (pathlib.Path, "write_text"), (pathlib.Path, "rename")):
         setattr(mod, name, counted(getattr(mod, name)))
-    from release import archives, publish
+    from release.archive import archives
+    from release.ship import publish
     module = {"archives": archives, "publish": publish}[sys.argv[3]]
     code = module.main(sys.argv[4:])
     pathlib.Path(count_file).write_text(str(n[0]))
@@ -334,7 +338,8 @@ _FAKE_BUILD = textwrap.dedent(
 _SESSION = textwrap.dedent(
     """
     import sys, pathlib
-    from release import builder, errors, locks
+    from release import errors, locks
+    from release.build import builder
     folder, fake, pid_file = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     def body():
         with locks.hold_build_folder(folder):
@@ -598,7 +603,7 @@ def test_a_failed_nox_session_exits_1_with_the_step_s_status_and_one_error_line(
     nox = shutil.which("nox")
     assert nox, "nox runs these tests (nox -s tests); put it on PATH"
     p = Probe()
-    root = Path(archives.__file__).resolve().parents[2]
+    root = Path(archives.__file__).resolve().parents[3]
     proc = subprocess.run([nox, "-f", str(root / "noxfile.py"), "-s", "kernels_gather", "--", str(tmp_path / "none")],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
     text = p.one_error(proc.stdout + proc.stderr, proc.returncode, 1)

@@ -1,9 +1,9 @@
 """One options table (issue 27): an option's default, range, choices or help text is one edit of
-build-manifest.json, and CMake, release.options, pyproject.toml's defines and the README follow.
+build-manifest.json, and CMake, release.build.options, pyproject.toml's defines and the README follow.
 
 Each test edits a copy of the manifest and points every reader at it (FLASH_ATTN_MANIFEST):
-CMake configures a project of the option modules only, release.options is imported in a fresh
-interpreter, and release.doc_tables renders a copy of the docs.
+CMake configures a project of the option modules only, release.build.options is imported in a fresh
+interpreter, and release.plan.doc_tables renders a copy of the docs.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from release import doc_tables, manifest, options
+from release import manifest
+from release.build import options
 from release.errors import ReleaseError
+from release.plan import doc_tables
 
 ROOT = Path(__file__).resolve().parents[3]
 THRESHOLD, FATBIN, NEW = "FLASH_ATTN_RESCALE_THRESHOLD", "FLASH_ATTN_FATBIN_COMPRESSION", "FLASH_ATTN_TEST_KNOB"
@@ -108,7 +110,7 @@ def test_cmake_declares_and_checks_the_options_of_the_edited_table(tmp_path, edi
 def test_release_options_follow_the_edited_table(edited):
     script = f"""
 import json
-from release import options, wheels
+from release.build import options, wheels
 from release.errors import ReleaseError
 out = {{"defaults": options.DEFAULTS, "help": wheels.parser().format_help(), "refused": []}}
 for name, value in (("{THRESHOLD}", "12"), ("{THRESHOLD}", "11.5"), ("{FATBIN}", "balance"), ("{NEW}", "gamma")):

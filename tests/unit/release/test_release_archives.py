@@ -1,4 +1,4 @@
-"""Kernels archives (release.archives): packing a kernels-only build and gathering shards.
+"""Kernels archives (release.archive.archives): packing a kernels-only build and gathering shards.
 
 The archives here are made from small files standing in for objects; the real sharded build is
 tests/build/test_sharded_build.py.
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from release import archives, checksums
+from release.archive import archives
 from release.errors import ReleaseError
+from release.ship import checksums
 
 SET = ["fwd_hdim64_fp16", "fwd_hdim64_fp16_causal", "bwd_hdim64_fp16"]
 FIELDS = {"definitions": "FLASH_NAMESPACE=flash;FLASH_ATTN_RESCALE_THRESHOLD=8.0f", "format": "1"}

@@ -1,4 +1,4 @@
-"""``nox -s dev`` builds for this machine: which arch group, SMs and kernel set it chooses (release.dev)."""
+"""``nox -s dev`` builds for this machine: which arch group, SMs and kernel set it chooses (release.build.dev)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from release import builder, dev, estimate
-from release.toolchain import Toolchain
+from release.build import builder, dev, estimate
+from release.build.toolchain import Toolchain
 
 TC = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
 NAMES = ("FLASH_ATTN_ARCH_GROUP", "FLASH_ATTN_CUDA_ARCHS", "FLASH_ATTN_KERNEL_SET", "FLASH_ATTN_JOBS")
@@ -77,7 +77,7 @@ def test_visible_sms_can_be_faked():
 
 
 def test_dev_prepares_as_the_wheel_sessions_do(built, capsys):
-    """release.prepare: a stable-ABI editable build against a torch older than the minimum it serves
+    """release.build.prepare: a stable-ABI editable build against a torch older than the minimum it serves
     is refused before anything builds, with the wheel sessions' message."""
     old = dataclasses.replace(TC, torch_version="2.9.1+cu130")
     argv = ["--arch-group", "legacy", "--kernel-set", "ci", "--torch-abi", "stable", "--build-root", "b"]
@@ -87,10 +87,10 @@ def test_dev_prepares_as_the_wheel_sessions_do(built, capsys):
 
 
 def test_one_precedence_rule_in_every_entry_point(built, monkeypatch, capsys):
-    # options.pick / options.group_of, used by release.wheels (and release.kernels through it) and dev:
+    # options.pick / options.group_of, used by release.build.wheels (and release.archive.archives through it) and dev:
     # a flag wins over its variable; the arch group variable is the group without a flag and refused,
     # not overridden, when it disagrees with the flag.
-    from release import wheels
+    from release.build import wheels
     from release.errors import ReleaseError
 
     env = {"FLASH_ATTN_KERNEL_SET": "ci", "FLASH_ATTN_ARCH_GROUP": "blackwell"}

@@ -8,9 +8,9 @@ import dataclasses
 import pytest
 from release_fakes import make_wheel
 
-from release import options, toolchain, wheels
+from release.build import options, toolchain, wheels
+from release.build.toolchain import Toolchain
 from release.errors import ReleaseError
-from release.toolchain import Toolchain
 
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", "python", "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "/usr/bin/c++")
 
@@ -216,5 +216,5 @@ def test_every_release_module_main_goes_through_run_main():
     import release
 
     folder = Path(release.__file__).parent
-    own = sorted(p.name for p in folder.glob("*.py") if "except ReleaseError" in p.read_text(encoding="utf-8"))
+    own = sorted(p.name for p in folder.rglob("*.py") if "except ReleaseError" in p.read_text(encoding="utf-8"))
     assert own == ["errors.py"], own

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from release_fakes import build_info, make_wheel
 
-from release import builder, checksums, options, smoke, tagging, wheels
+from release.build import builder, options, wheels
+from release.build.toolchain import Toolchain
 from release.errors import ReleaseError
-from release.toolchain import Toolchain
+from release.ship import checksums, smoke, tagging
 
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
 FULL = "2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1.ci"

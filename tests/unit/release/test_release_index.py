@@ -1,8 +1,8 @@
-"""Static PEP 503 indexes of a release, one per (CUDA major, arch group, torch ABI) (release.index).
+"""Static PEP 503 indexes of a release, one per (CUDA major, arch group, torch ABI) (release.ship.index).
 
 Real: pip installing from a generated ``file://`` index into a fresh venv, and refusing a wheel whose
 ``#sha256=`` fragment does not match. Fakes: tiny flash_attn wheels (release_fakes.make_wheel,
-tagged with release.tagging), installed with ``--no-deps``.
+tagged with release.ship.tagging), installed with ``--no-deps``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import sys
 import pytest
 from release_fakes import build_info, make_wheel
 
-from release import index, publish, tagging
 from release.errors import ReleaseError
+from release.ship import index, publish, tagging
 
 STABLE = {"torch_abi": "stable", "torch_min": "2.11"}
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
@@ -103,7 +103,7 @@ def test_pip_refuses_a_wheel_whose_hash_differs(release, tmp_path):
 def test_release_session_writes_the_index_beside_the_release(release, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GITHUB_REPOSITORY", "someone/wheels")
     for w in release.glob("*.whl"):  # the wheel session's sidecars
-        from release import checksums
+        from release.ship import checksums
 
         checksums.write_sidecar(w)
     out = tmp_path / "dist" / "release-x"
@@ -138,7 +138,8 @@ def test_index_needs_only_the_standard_library():
     """The release workflow's index job runs it with the runner's python3, nothing installed."""
     from release import _paths
 
-    code = "import sys, release.index; bad = [m for m in ('packaging', 'wheel', 'rich', 'torch') if m in sys.modules]; "
+    code = "import sys, release.ship.index; "
+    code += "bad = [m for m in ('packaging', 'wheel', 'rich', 'torch') if m in sys.modules]; "
     code += "sys.exit(f'imported {bad}' if bad else 0)"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"PYTHONPATH": str(_paths.SRC_DIR)}
     proc = subprocess.run([sys.executable, "-s", "-c", code], capture_output=True, text=True, env=env)

@@ -1,4 +1,4 @@
-"""release.manylinux: the auditwheel show gate, on report data and on small real ELF libraries."""
+"""release.ship.manylinux: the auditwheel show gate, on report data and on small real ELF libraries."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from release_fakes import make_wheel
 
-from release import checksums, manylinux, tagging
 from release.errors import ReleaseError
+from release.ship import checksums, manylinux, tagging
 
 
 def report(sym_tag="manylinux_2_28_x86_64", libs=(), **overrides) -> dict:

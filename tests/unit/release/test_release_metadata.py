@@ -1,4 +1,4 @@
-"""METADATA that installs the right torch and declares every license file (release.tagging, issue 29).
+"""METADATA that installs the right torch and declares every license file (release.ship.tagging, issue 29).
 
 Real: pip and uv resolving a tagged wheel in an empty venv, ``--dry-run``. Stand-ins: the torch
 wheels (tiny wheels named torch, release_fakes.stand_in_torch) on a local ``--find-links`` folder
@@ -17,7 +17,7 @@ import zipfile
 import pytest
 from release_fakes import build_info, make_wheel, stand_in_torch
 
-from release import tagging
+from release.ship import tagging
 
 # no pip configuration of this machine (find-links, constraints, an index): only the folder counts
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))} | {"PIP_CONFIG_FILE": os.devnull}
@@ -104,8 +104,8 @@ def test_uv_in_an_empty_venv_selects_the_torch_the_wheel_was_built_for(index, tm
 
 def test_an_exact_wheel_with_a_plain_torch_requirement_is_refused(tmp_path):
     # a wheel tagged before this change (Requires-Dist: torch) is named, not shipped (smoke, release)
-    from release import smoke
     from release.errors import ReleaseError
+    from release.ship import smoke
 
     raw = make_wheel(tmp_path / "raw", info=build_info(), metadata_tail="Requires-Dist: torch\n")
     tagged = tagging.retag(raw, tmp_path / "tagged")

@@ -1,4 +1,4 @@
-"""release.msvc_env with faked vswhere and cmd: what it writes to $GITHUB_ENV, and its errors."""
+"""release.windows.msvc_env with faked vswhere and cmd: what it writes to $GITHUB_ENV, and its errors."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from release import msvc_env
 from release.errors import ReleaseError
+from release.windows import msvc_env
 
 VS = r"C:\Program Files\Microsoft Visual Studio\2022\Enterprise"
 BEFORE = {"Path": r"C:\mingw64\bin;C:\Windows", "ProgramFiles(x86)": r"C:\Program Files (x86)", "TEMP": r"C:\t"}

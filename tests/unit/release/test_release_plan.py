@@ -1,4 +1,4 @@
-"""release.plan: the runner model, the shard counts, the job predictions and the CPU-hours of a release."""
+"""release.plan.plan: the runner model, the shard counts, the job predictions and the CPU-hours of a release."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kernels import kernel_set as ks
-from release import compile_model, matrix, plan
+from release.plan import compile_model, matrix, plan
 
 
 @pytest.fixture(scope="module")

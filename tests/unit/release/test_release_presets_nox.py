@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from release import dev, doc_tables, manifest
+from release import manifest
+from release.build import dev
+from release.plan import doc_tables
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESETS = json.loads((ROOT / "CMakePresets.json").read_text())
@@ -34,8 +36,8 @@ def test_one_preset_per_group_and_dev():
 
 
 def test_presets_are_rendered_from_the_manifest(tmp_path):
-    """CMakePresets.json is release.doc_tables' rendering: --check fails on a hand edit, and
-    nox -s doc_tables (release.doc_tables) writes it back."""
+    """CMakePresets.json is release.plan.doc_tables' rendering: --check fails on a hand edit, and
+    nox -s doc_tables (release.plan.doc_tables) writes it back."""
     assert (ROOT / "CMakePresets.json").read_text(encoding="utf-8") == doc_tables.cmake_presets(manifest.load())
     for rel in doc_tables.rendered_files():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""The release session (release.publish): gather, checksum and verify a release folder."""
+"""The release session (release.ship.publish): gather, checksum and verify a release folder."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 import pytest
 from release_fakes import build_info, make_wheel
 
-from release import checksums, publish, tagging
 from release.errors import ReleaseError
+from release.ship import checksums, publish, tagging
 
 LEGACY = "2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1"
 BLACKWELL = "2.8.3.post2+cu130torch2.14.1cxx11abitrue.blackwell.rev1"

@@ -1,12 +1,12 @@
-"""Smoke test of a wheel (release.smoke): static checks, and a real fresh-venv run on a fake wheel."""
+"""Smoke test of a wheel (release.ship.smoke): static checks, and a real fresh-venv run on a fake wheel."""
 
 from __future__ import annotations
 
 import pytest
 from release_fakes import build_info, make_wheel
 
-from release import smoke, tagging
 from release.errors import ReleaseError
+from release.ship import smoke, tagging
 
 
 def test_contents_of_a_good_tagged_wheel(fake_wheel, tmp_path):

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from release_fakes import build_info, make_wheel
 
-from release import builder, options, smoke, tagging, wheels
+from release.build import builder, options, wheels
+from release.build.toolchain import Toolchain
 from release.errors import ReleaseError
-from release.toolchain import Toolchain
+from release.ship import smoke, tagging
 
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
 OLD_TORCH = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.10.0+cu130", "13.0", True, "gcc", "12.2.0", "c++")

@@ -1,4 +1,4 @@
-"""release.tagging: the kernel-set segment of the label, and the manylinux platform tag."""
+"""release.ship.tagging: the kernel-set segment of the label, and the manylinux platform tag."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 from release_fakes import VERSION, build_info, make_wheel
 
-from release import _paths, tagging
+from release import _paths
 from release.errors import ReleaseError
+from release.ship import tagging
 
 RELEASE_LABEL = "cu130torch2.14.1cxx11abitrue.legacy.rev1"
 

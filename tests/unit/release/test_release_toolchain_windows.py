@@ -1,4 +1,4 @@
-"""release.toolchain on a faked windows-2022: the host compiler probe asks cl, never MinGW's c++ on PATH."""
+"""release.build.toolchain on a faked windows-2022: the host compiler probe asks cl, never MinGW's c++ on PATH."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from release import toolchain
+from release.build import toolchain
 
 # What windows-2022 has on PATH after the MSVC developer environment: MSVC's cl and MinGW's gcc.
 ON_PATH = {

@@ -1,6 +1,6 @@
 """nox -s upstream_tests: which upstream cases run against a wheel, and how they are counted (CPU).
 
-The plugin (release.upstream_tests_plugin) is run by a real pytest over a small test file shaped
+The plugin (release.ship.upstream_tests_plugin) is run by a real pytest over a small test file shaped
 like upstream's (a ``d`` parameter per case); the GPU run itself is in lab/evidence.
 """
 
@@ -13,9 +13,9 @@ import textwrap
 
 import pytest
 
-from release import upstream_tests
 from release.errors import ReleaseError
-from release.upstream_tests_plugin import kernel_head_dim, spread_sample
+from release.ship import upstream_tests
+from release.ship.upstream_tests_plugin import kernel_head_dim, spread_sample
 
 KERNEL_DIMS = [32, 64, 96, 128, 192, 256]
 
@@ -86,7 +86,7 @@ def test_plugin_deselects_other_head_dims_samples_and_counts(tmp_path):
         )
     )
     summary = tmp_path / "summary.json"
-    cmd = [sys.executable, "-m", "pytest", "-p", "release.upstream_tests_plugin", str(tests), "-q"]
+    cmd = [sys.executable, "-m", "pytest", "-p", "release.ship.upstream_tests_plugin", str(tests), "-q"]
     cmd += ["-p", "no:cacheprovider"]
     cmd += ["--fa-head-dims=64,128", f"--fa-summary={summary}"]
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
@@ -121,7 +121,7 @@ class _Item:
 
 
 def test_known_failures_mark_only_matching_cases_where_the_fact_holds():
-    from release.upstream_tests_plugin import KnownFailure, mark_known_failures
+    from release.ship.upstream_tests_plugin import KnownFailure, mark_known_failures
 
     known = (
         KnownFailure(
@@ -143,11 +143,11 @@ def test_known_failures_mark_only_matching_cases_where_the_fact_holds():
 
 def test_known_failures_count_as_xfailed_and_a_pass_counts_as_failed(tmp_path):
     """End to end through pytest: the Triton fact is read from this machine's Triton."""
-    from release.upstream_tests_plugin import _triton_without_cache_hook
+    from release.ship.upstream_tests_plugin import _triton_without_cache_hook
 
     (tmp_path / "test_rotary.py").write_text("def test_compilation_count():\n    raise AttributeError('cache_hook')\n")
     summary = tmp_path / "summary.json"
-    cmd = [sys.executable, "-m", "pytest", "-p", "release.upstream_tests_plugin", "-q", "-p", "no:cacheprovider"]
+    cmd = [sys.executable, "-m", "pytest", "-p", "release.ship.upstream_tests_plugin", "-q", "-p", "no:cacheprovider"]
     cmd += [str(tmp_path / "test_rotary.py"), f"--fa-summary={summary}"]
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     row = json.loads(summary.read_text())["functions"]["test_rotary.py::test_compilation_count"]

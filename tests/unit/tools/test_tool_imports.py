@@ -1,7 +1,7 @@
 """The scripts of tools/ and lab/ use only the public modules of the release package.
 
 A module whose name starts with ``_`` is private to the release package: what a script needs of
-it gets a public name first (as ``release.smoke_check.package_build_info`` did for
+it gets a public name first (as ``release.ship.smoke_check.package_build_info`` did for
 tools/validate.py). Read with ``ast``, so a docstring that names a private module does not count.
 """
 

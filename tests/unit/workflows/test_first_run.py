@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from release import gates, gha, matrix, rehearsal
+from release.plan import gha, matrix, rehearsal
+from release.ship import gates
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -59,7 +60,7 @@ def test_the_newest_torch_smoke_test_takes_torch_alone_from_the_index(release_ym
 
 
 def test_smoke_installs_torch_from_the_index_it_is_given(tmp_path, monkeypatch):
-    from release import smoke
+    from release.ship import smoke
 
     calls = []
 
@@ -172,7 +173,7 @@ def test_assemble_downloads_unmerged_and_gates_the_names(release_yml):
     steps = release_yml["jobs"]["assemble"]["steps"]
     downloads = [s for s in steps if str(s.get("uses", "")).startswith("actions/download-artifact@")]
     assert downloads and all("merge-multiple" not in s["with"] for s in downloads)
-    gate = [i for i, s in enumerate(steps) if "release.gates artifacts" in str(s.get("run", ""))]
+    gate = [i for i, s in enumerate(steps) if "release.ship.gates artifacts" in str(s.get("run", ""))]
     release = [i for i, s in enumerate(steps) if "nox -s release" in str(s.get("run", ""))]
     assert gate and release and gate[0] < release[0] and "--wheels wheels" in steps[release[0]]["run"]
 

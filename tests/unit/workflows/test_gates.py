@@ -1,4 +1,4 @@
-"""release.gates: which run publishes, the tag/version check, the torch and CUDA checks, SHA256SUMS coverage."""
+"""release.ship.gates: which run publishes, the tag/version check, the torch and CUDA checks, SHA256SUMS coverage."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from release import checksums, gates, matrix
 from release._paths import package_version
 from release.errors import ReleaseError
+from release.plan import matrix
+from release.ship import checksums, gates
 
 ROOT = Path(__file__).resolve().parents[3]
 VERSION = "2.8.3.post2"
@@ -217,11 +218,11 @@ def test_plan_command_writes_the_job_outputs(tmp_path, monkeypatch, capsys):
 def test_gates_need_only_the_standard_library():
     """The workflow runs them with the runner's python3 before anything is installed."""
     code = (
-        "import sys, release.gates; "
+        "import sys, release.ship.gates; "
         "bad = [m for m in ('packaging', 'wheel', 'yaml', 'rich') if m in sys.modules]; "
         "sys.exit(f'imported {bad}' if bad else 0)"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["PYTHONPATH"] = str(ROOT / "src")  # as the workflow runs it: PYTHONPATH=src python3 -m release.gates
+    env["PYTHONPATH"] = str(ROOT / "src")  # as the workflow runs it: PYTHONPATH=src python3 -m release.ship.gates
     proc = subprocess.run([sys.executable, "-s", "-c", code], cwd=ROOT, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr

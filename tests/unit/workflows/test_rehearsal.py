@@ -1,4 +1,4 @@
-"""The release rehearsal's harness (release.rehearsal) on small workflows: job chain, if: rules,
+"""The release rehearsal's harness (release.plan.rehearsal) on small workflows: job chain, if: rules,
 outputs, artifacts, and the static checks of the Windows steps. The real rehearsal (it compiles)
 is tests/build/test_release_rehearsal.py."""
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from release import manifest, rehearsal
+from release import manifest
+from release.plan import rehearsal
 
 ROOT = Path(__file__).resolve().parents[3]
 import yaml  # noqa: E402  (tool_pins.test)

@@ -1,6 +1,6 @@
 """Run scripts of release.yml here, against local fakes (the workflow itself cannot run here).
 
-- the Windows CUDA step (``python -m release.cuda_redist``, the same in release.yml and ci.yml):
+- the Windows CUDA step (``python -m release.windows.cuda_redist``, the same in release.yml and ci.yml):
   NVIDIA's redistributable manifest and archives are replaced by a file:// folder
   (CUDA_REDIST_URL); checks the sha256 check, the merge into one root, the nvvm check, what it
   writes to GITHUB_PATH / GITHUB_ENV, and the retries of a download;
@@ -62,7 +62,7 @@ def run_windows_cuda_step(
     tmp_path: Path, components: dict, corrupt: str = ""
 ) -> tuple[subprocess.CompletedProcess, Path]:
     s = step(WINDOWS_CUDA_STEP)
-    assert s["if"] == "runner.os == 'Windows'" and s["run"] == "python -m release.cuda_redist"
+    assert s["if"] == "runner.os == 'Windows'" and s["run"] == "python -m release.windows.cuda_redist"
     assert s["env"]["PYTHONPATH"] == "src" and s["env"]["CUDA_FULL"] == "${{ matrix.cuda_full }}"
     redist = tmp_path / "redist"
     redist.mkdir(parents=True)
@@ -76,7 +76,7 @@ def run_windows_cuda_step(
         GITHUB_ENV=str(tmp_path / "github_env"),
     )
     env["PYTHONPATH"] = str(ROOT / s["env"]["PYTHONPATH"])
-    cmd = [sys.executable, *s["run"].split()[1:]]  # python -m release.cuda_redist
+    cmd = [sys.executable, *s["run"].split()[1:]]  # python -m release.windows.cuda_redist
     return subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path), root
 
 
@@ -116,14 +116,14 @@ def test_ci_windows_job_installs_cuda_with_the_same_module():
     (job_step,) = [
         st
         for st in load_workflow("ci.yml")["jobs"]["wheel-ci-windows"]["steps"]
-        if st.get("run") == "python -m release.cuda_redist"
+        if st.get("run") == "python -m release.windows.cuda_redist"
     ]
     assert job_step["env"]["PYTHONPATH"] == "src"
     assert load_workflow("ci.yml")["env"]["CUDA_FULL"] == "13.0.2"
 
 
 def test_a_download_is_retried_then_fails(tmp_path):
-    from release import cuda_redist
+    from release.windows import cuda_redist
 
     waits = []
     missing = (tmp_path / "nothing.json").as_uri()
@@ -209,7 +209,7 @@ def run_bash_step(bash: str, script: str, cwd: Path, env: dict) -> subprocess.Co
 )
 def test_gate_step_of_the_workflow(bash, tmp_path, event, ref, publish):
     from release._paths import package_version
-    from release.gates import expected_tag
+    from release.ship.gates import expected_tag
 
     s = job_step("matrix", lambda st: st.get("id") == "gate")
     tag = expected_tag(package_version())
@@ -229,9 +229,10 @@ def test_gate_step_stops_a_tag_that_is_not_the_version(bash, tmp_path):
 
 @pytest.mark.parametrize("drop", [0, 1])
 def test_publish_verify_step_needs_every_wheel_of_the_release(bash, tmp_path, drop):
-    from release import checksums, gates, matrix
+    from release.plan import matrix
+    from release.ship import checksums, gates
 
-    s = job_step("publish", lambda st: "release.gates sums" in st.get("run", ""))
+    s = job_step("publish", lambda st: "release.ship.gates sums" in st.get("run", ""))
     work = tmp_path / "w"
     shutil.copytree(ROOT / "src", work / "src")
     shutil.copytree(ROOT / "flash_attn", work / "flash_attn", ignore=shutil.ignore_patterns("*.so", "*.pyd"))
@@ -298,7 +299,7 @@ def test_link_step_finds_the_gathered_archive_and_sizes_the_jobs(bash, tmp_path,
         assert proc.returncode != 0 and "::error::expected one gathered kernels archive" in proc.stdout
         return
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    from release import plan
+    from release.plan import plan
 
     lines = github_env.read_text().splitlines()
     assert lines == [

