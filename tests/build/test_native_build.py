@@ -86,12 +86,12 @@ def release(module: str, *args: str, ok: bool = True) -> subprocess.CompletedPro
 
 
 def build_shard(index: int, out: Path) -> subprocess.CompletedProcess:
-    return release("archives", "build", *COMMON, "--shard", f"{index}/2", "--out", str(out))
+    return release("archive.archives", "build", *COMMON, "--shard", f"{index}/2", "--out", str(out))
 
 
 def wheel_flow(out: Path, kernels: Path) -> tuple[subprocess.CompletedProcess, Path]:
     """Link the gathered kernels into a wheel in `out` (smoke-tested); returns (process, the wheel)."""
-    proc = release("wheels", *COMMON, "--kernels", str(kernels), "--out", str(out))
+    proc = release("build.wheels", *COMMON, "--kernels", str(kernels), "--out", str(out))
     (wheel,) = sorted(out.glob("*.whl"))
     return proc, wheel
 
@@ -117,7 +117,7 @@ def shards(tmp_path_factory) -> list[Path]:
 @pytest.fixture(scope="module")
 def gathered(shards, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("kernels")
-    release("archives", "gather", *map(str, shards), "--out", str(out))
+    release("archive.archives", "gather", *map(str, shards), "--out", str(out))
     (archive,) = out.glob("kernels-*")
     return archive
 
@@ -196,7 +196,7 @@ def test_a_clean_rebuild_of_a_shard_is_served_from_sccache(shards, tmp_path: Pat
 def test_a_shard_compiled_again_elsewhere_without_the_cache_is_byte_identical(shards, tmp_path: Path):
     # nvcc itself this time (no sccache), in a build root at another path: a unit's object is a
     # function of its inputs (cmake/FlashAttnKernels.cmake, flash_attn_deterministic_objects).
-    release("archives", "build", *KERNEL_SET, "--cache", "none", "--build-root", str(tmp_path / "root"),
+    release("archive.archives", "build", *KERNEL_SET, "--cache", "none", "--build-root", str(tmp_path / "root"),
             "--shard", "2/2", "--out", str(tmp_path / "out"))  # fmt: skip
     (again,) = (tmp_path / "out").glob("kernels-*-shard2of2")
     ours = json.loads((again / "kernels-manifest.json").read_text())
@@ -236,7 +236,7 @@ def test_a_shard_of_another_key_is_refused_by_name(shards, tmp_path: Path):
     assert export["key"] != manifest["key"]
     manifest.update(key=export["key"], fields=export["fields"])
     (other / "kernels-manifest.json").write_text(json.dumps(manifest))
-    proc = release("archives", "gather", str(shards[0]), str(other), "--out", str(tmp_path / "out"), ok=False)
+    proc = release("archive.archives", "gather", str(shards[0]), str(other), "--out", str(tmp_path / "out"), ok=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert str(other) in proc.stderr and "another key" in proc.stderr, proc.stderr
     assert "definitions" in proc.stderr and "FLASH_ATTN_RESCALE_THRESHOLD=4.0" in proc.stderr, proc.stderr
@@ -244,7 +244,7 @@ def test_a_shard_of_another_key_is_refused_by_name(shards, tmp_path: Path):
 
 
 def test_linking_an_archive_of_another_key_is_refused_before_compiling(gathered, tmp_path: Path):
-    proc = release("wheels", *COMMON[:-1], str(tmp_path / "b"), "--kernels", str(gathered), "--rescale-threshold",
+    proc = release("build.wheels", *COMMON[:-1], str(tmp_path / "b"), "--kernels", str(gathered), "--rescale-threshold",
                    "4.0", "--no-smoke", "--out", str(tmp_path / "w"), ok=False)  # fmt: skip
     text = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 2 and "another build key" in text and "definitions" in text, text[-3000:]
@@ -312,7 +312,7 @@ def test_consumers_import_lines_work_with_the_installed_wheel(flow, tmp_path: Pa
 def stable_flow(gathered, tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     """The stable-ABI wheel (``--torch-abi stable``) linked from the same kernels archive, smoke-tested."""
     out = tmp_path_factory.mktemp("wheelhouse-stable")
-    proc = release("wheels", *COMMON, "--kernels", str(gathered), "--torch-abi", "stable", "--out", str(out))
+    proc = release("build.wheels", *COMMON, "--kernels", str(gathered), "--torch-abi", "stable", "--out", str(out))
     (wheel,) = sorted(out.glob("*.whl"))
     return proc, wheel
 
