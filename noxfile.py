@@ -43,47 +43,79 @@ def _release(session: nox.Session, module: str, *args: str) -> None:
 
 
 # Two sessions per arch group of build-manifest.json (arch_groups; its SMs are there, nowhere else):
-# wheel_<group> builds, tags, checksums and smoke-tests a wheel, kernels_<group> compiles the kernel
-# objects without torch, whole set or one shard (-- --shard 3/8), for a later --kernels link. A group
-# without fixed SMs (custom) takes them from -- --cuda-archs. Adding a group to the manifest adds both.
+# wheel_<group> builds, tags, checksums and smoke-tests a wheel, archive_<group> compiles the kernel
+# objects without torch, whole set or one shard (-- --shard 3/8), into a kernel-object archive for a
+# later --kernels link. A group without fixed SMs (custom) takes them from -- --cuda-archs. Adding a
+# group to the manifest adds both (and the deprecated kernels_<group> alias of archive_<group>).
 ARCH_GROUPS = json.loads(_MANIFEST.read_text(encoding="utf-8"))["arch_groups"]
+
+# Sessions renamed so that "kernels" names one thing (the kernel sources): old name -> new name.
+# Each old name stays for one release as an alias that says so and runs the new session.
+RENAMED = {
+    **{f"kernels_{g['name']}": f"archive_{g['name']}" for g in ARCH_GROUPS},
+    "kernels_gather": "archive_gather",
+    "bench_kernels": "bench_latency",
+}
+
+
+def _with_alias(new: str, run, **params) -> None:
+    """Register `run` as the nox session `new` (with `params`) and, when `new` was renamed from an
+    old name (RENAMED), that old name as a deprecated alias: it prints one line, then runs `run`."""
+    run.__name__ = new
+    nox.session(name=new, **params)(run)
+    for old in [o for o, n in RENAMED.items() if n == new]:
+        _alias(old, new, run, params)
+
+
+def _alias(old: str, new: str, run, params: dict) -> None:
+    """Register the deprecated session `old`: one line naming `new`, then `run`, with the same `params`."""
+
+    def alias(session: nox.Session) -> None:
+        session.log(f"nox -s {old} is renamed nox -s {new}; this alias goes in the next release")
+        run(session)
+
+    alias.__doc__ = f"(deprecated alias of {new})"
+    alias.__name__ = old
+    nox.session(name=old, **params)(alias)
 
 
 def _group_doc(kind: str, group: dict) -> str:
-    """The help line `nox -l` shows for the `kind` (wheel or kernels) session of a manifest group."""
+    """The help line `nox -l` shows for the `kind` (wheel or archive) session of a manifest group."""
     if group["sms"] is None:
         return {
             "wheel": "Build a wheel for the SMs given with --cuda-archs (e.g. -- --cuda-archs 80,90).",
-            "kernels": "Compile the kernel objects for -- --cuda-archs 80,90 (or one shard: --shard K/N).",
+            "archive": "Compile the kernel objects for -- --cuda-archs 80,90 (or one shard: --shard K/N).",
         }[kind]
     sms = ", ".join(f"sm_{sm}" for sm in group["sms"])
     return {
         "wheel": f"Build, tag, checksum and smoke-test the {group['name']} wheel ({sms}: {group['gpus']}).",
-        "kernels": f"Compile the {group['name']} kernel objects (or one shard: -- --shard K/N) into a kernels archive.",
+        "archive": f"Compile the {group['name']} kernel objects (or one shard: -- --shard K/N) into a kernels archive.",
     }[kind]
 
 
 def _group_session(kind: str, group: dict) -> None:
-    """Register the nox session <kind>_<group name>: release.build.wheels or release.archive.archives build for it."""
+    """Register the nox session <kind>_<group name> (and its deprecated alias, if renamed):
+    release.build.wheels or release.archive.archives build for it."""
     args = ("build.wheels",) if kind == "wheel" else ("archive.archives", "build")
 
     def run(session: nox.Session) -> None:
         _release(session, *args, "--arch-group", group["name"])
 
     run.__doc__ = _group_doc(kind, group)
-    run.__name__ = f"{kind}_{group['name']}"
-    nox.session(name=run.__name__, venv_params=SHARED)(run)
+    _with_alias(f"{kind}_{group['name']}", run, venv_params=SHARED)
 
 
-for _kind in ("wheel", "kernels"):
+for _kind in ("wheel", "archive"):
     for _group in ARCH_GROUPS:
         _group_session(_kind, _group)
 
 
-@nox.session(venv_backend="none")
-def kernels_gather(session: nox.Session) -> None:
+def archive_gather(session: nox.Session) -> None:
     """Check shard archives and merge them into one (-- kernels/kernels-*-shard* [--out kernels/])."""
     session.run(sys.executable, "-m", "release.archive.archives", "gather", *session.posargs, env=ENV)  # stdlib only
+
+
+_with_alias("archive_gather", archive_gather, venv_backend="none")
 
 
 @nox.session(venv_params=SHARED)
@@ -133,11 +165,14 @@ def _bench(session: nox.Session, script: str, default_out: str) -> None:
     session.run("python", str(ROOT / "bench" / script), *out, *session.posargs, env=ENV)  # bench/ imports release
 
 
-@nox.session(venv_params=SHARED)
-def bench_kernels(session: nox.Session) -> None:
+def bench_latency(session: nox.Session) -> None:
     """GPU: flash_attn vs torch SDPA (flash, cuDNN, efficient) latency and TFLOP/s (-- [--build LABEL=PATH])."""
     # Needs only the machine's torch. Without --build it times the flash_attn this venv imports.
+    # The default --out keeps its pre-rename folder, so earlier results stay where they were.
     _bench(session, "latency.py", str(ROOT / "reports" / "bench_kernels"))
+
+
+_with_alias("bench_latency", bench_latency, venv_params=SHARED)
 
 
 @nox.session(venv_params=SHARED)

@@ -1,6 +1,7 @@
 """Kernel latency and throughput of this project's flash_attn against torch SDPA backends (needs a GPU).
 
     python bench/latency.py --out DIR [--build LABEL=PATH ...] [--shapes release|smoke]
+    nox -s bench_latency -- [ARGS]   (the same, --out defaulting to reports/bench_kernels)
 
 For every shape (fp16 and bf16, causal and not, B=2 H=8 S in 1024/4096/8192 D in 64/128, plus
 B=4 H=16 S=8192 D=128) and mode (``fwd``: forward; ``fwd_bwd``: forward then backward of all

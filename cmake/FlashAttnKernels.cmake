@@ -75,7 +75,7 @@ endfunction()
 #   checking, before anything compiles, that the archive was built for exactly this build:
 #     - <folder>/kernels-manifest.json exists and is a format-1 manifest;
 #     - its key equals KEY (else FATAL_ERROR naming each field that differs, old and new value);
-#     - it is a whole set, not one shard (gather the shards first: nox -s kernels_gather);
+#     - it is a whole set, not one shard (gather the shards first: nox -s archive_gather);
 #     - its units are UNITS (the kernel set asked for);
 #     - every object is there with the SHA-256 the manifest records.
 function(flash_attn_import_kernels)
@@ -83,8 +83,8 @@ function(flash_attn_import_kernels)
   set(manifest_file "${arg_ARCHIVE}/kernels-manifest.json")
   set(what "flash_attn: the kernels archive FLASH_ATTN_KERNELS=${arg_ARCHIVE}")
   if(NOT EXISTS "${manifest_file}")
-    message(FATAL_ERROR "${what} has no kernels-manifest.json. Pass the folder that nox -s kernels_<group> or "
-                        "nox -s kernels_gather wrote, or leave FLASH_ATTN_KERNELS empty to compile the kernels.")
+    message(FATAL_ERROR "${what} has no kernels-manifest.json. Pass the folder that nox -s archive_<group> or "
+                        "nox -s archive_gather wrote, or leave FLASH_ATTN_KERNELS empty to compile the kernels.")
   endif()
   file(READ "${manifest_file}" manifest)
   string(JSON format ERROR_VARIABLE bad GET "${manifest}" format)
@@ -121,7 +121,7 @@ function(flash_attn_import_kernels)
     string(JSON index GET "${shard}" index)
     string(JSON count GET "${shard}" count)
     message(FATAL_ERROR "${what} is shard ${index}/${count} only. Gather all ${count} shards first: "
-                        "nox -s kernels_gather -- <shard folders...>")
+                        "nox -s archive_gather -- <shard folders...>")
   endif()
   string(JSON objects_count LENGTH "${manifest}" objects)
   set(objects "")
@@ -134,7 +134,7 @@ function(flash_attn_import_kernels)
     set(path "${arg_ARCHIVE}/${file}")
     if(NOT EXISTS "${path}")
       message(FATAL_ERROR "${what} lacks ${file} (unit ${unit}); the archive is incomplete. Copy it again or "
-                          "rebuild it (nox -s kernels_<group>).")
+                          "rebuild it (nox -s archive_<group>).")
     endif()
     file(SHA256 "${path}" got)
     if(NOT got STREQUAL want)

@@ -207,7 +207,7 @@ host_build() {  # the host phase's kernels (and a first exact wheel): release.bu
 }
 timed_steps() {  # wheel: validation report and kernel benchmark (with host overhead) on a quiet machine
   PYTHONPATH="$SITE" step validate 150 python3 "$ROOT/tools/validate.py" --out "$R" --wheel "$1" || rc=1
-  step bench_kernels 70 python3 "$ROOT/bench/latency.py" --out "$R" --build "dev=$W/site_dev" --host-overhead || rc=1
+  step bench_latency 70 python3 "$ROOT/bench/latency.py" --out "$R" --build "dev=$W/site_dev" --host-overhead || rc=1
 }
 return_wheel() {  # the wheel back to this machine, in pieces the tool accepts (16 MiB each)
   split -b 15M -d "$1" "$OUT/$(basename "$1").part"
@@ -463,10 +463,10 @@ shards)
     PYTHONPATH="$SHARD_SITE" once shard_dropout_bf16 90 python3 "$ROOT/tools/dropout_rng.py" --dtype bf16 || rc=1
     benches=""
     if [ "${SHARD_BENCH:-1}" = 1 ]; then  # SHARD_BENCH=0: the stable phase benchmarks this wheel beside its own
-      once shard_bench_kernels 20 python3 "$ROOT/bench/latency.py" --out "$W/once/kernels" \
+      once shard_bench_latency 20 python3 "$ROOT/bench/latency.py" --out "$W/once/kernels" \
         --build "sharded=$W/site_shard" --host-overhead || rc=1
       cp "$W"/once/kernels/*.md "$W"/once/kernels/*.json "$R/" 2>/dev/null
-      benches=shard_bench_kernels
+      benches=shard_bench_latency
     fi
     for s in shard_build_info shard_release_paths shard_rescale_skip shard_opcheck shard_dropout_fp16 shard_dropout_bf16 \
       $benches; do
@@ -531,7 +531,7 @@ stable)
   PYTHONPATH="$STABLE_SITE" once dropout_save_stable 350 python3 "$ROOT/lab/dropout_identity.py" --save "$W/once/stable.pt" || rc=1
   once dropout_compare 345 python3 "$ROOT/lab/dropout_identity.py" --compare "$W/once/exact.pt" "$W/once/stable.pt" || rc=1
   PYTHONPATH="$STABLE_SITE" once stable_validate 280 python3 "$ROOT/tools/validate.py" --out "$R" --wheel "$wheel" || rc=1
-  once stable_bench_kernels 100 python3 "$ROOT/bench/latency.py" --out "$W/once/kernels_abi" --rounds "${BENCH_ROUNDS:-1}" \
+  once stable_bench_latency 100 python3 "$ROOT/bench/latency.py" --out "$W/once/kernels_abi" --rounds "${BENCH_ROUNDS:-1}" \
     --build "exact=$W/site_shard" --build "stable=$W/site_stable" --host-overhead || rc=1
   PYTHONPATH="$STABLE_SITE" once stable_opcheck 60 python3 "$ROOT/tests/gpu/test_opcheck.py" || rc=1
   PYTHONPATH="$STABLE_SITE" once stable_dropout_fp16 45 python3 "$ROOT/tools/dropout_rng.py" --dtype fp16 || rc=1
@@ -564,7 +564,7 @@ print('torch', torch.__version__, 'max |out - sdpa|', (out - ref).abs().max().it
   fi
   cp "$W"/once/kernels_abi/*.md "$W"/once/kernels_abi/*.json "$R/" 2>/dev/null
   for s in stable_build_info stable_release_paths stable_rescale_skip dropout_save_exact dropout_save_stable \
-    dropout_compare stable_validate stable_bench_kernels stable_opcheck stable_dropout_fp16 capture_exact \
+    dropout_compare stable_validate stable_bench_latency stable_opcheck stable_dropout_fp16 capture_exact \
     capture_stable; do
     [ -f "$W/once/$s.rc" ] || { echo "stable: $s not finished in this call; call the stable phase again"; exit 1; }
   done
@@ -591,14 +591,14 @@ host)
       PYTHONPATH="$EXACT_SITE" once host_profile_exact 380 python3 "$ROOT/lab/host_profile.py" || rc=1
       PYTHONPATH="$STABLE_SITE" once host_profile_stable 360 python3 "$ROOT/lab/host_profile.py" || rc=1 ;;
     bench)
-      once host_bench_kernels 5 python3 "$ROOT/bench/latency.py" --out "$W/once/host_kernels" --rounds "${BENCH_ROUNDS:-3}" \
+      once host_bench_latency 5 python3 "$ROOT/bench/latency.py" --out "$W/once/host_kernels" --rounds "${BENCH_ROUNDS:-3}" \
         --build "exact=$W/site_exact" --build "stable=$W/site_stable" --host-overhead || rc=1
       cp "$W"/once/host_kernels/*.md "$W"/once/host_kernels/*.json "$R/" 2>/dev/null ;;
     *) echo "host: unknown step $s (opcheck, profile, bench)"; exit 2 ;;
     esac
   done
   for s in ${HOST_STEPS:-opcheck profile bench}; do
-    for f in $(case "$s" in opcheck) echo host_opcheck_exact host_opcheck_stable;; profile) echo host_profile_exact host_profile_stable;; bench) echo host_bench_kernels;; esac); do
+    for f in $(case "$s" in opcheck) echo host_opcheck_exact host_opcheck_stable;; profile) echo host_profile_exact host_profile_stable;; bench) echo host_bench_latency;; esac); do
       [ -f "$W/once/$f.rc" ] || { echo "host: $f not finished in this call; call the host phase again"; exit 1; }
     done
   done

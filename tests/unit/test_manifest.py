@@ -326,15 +326,17 @@ def test_adding_an_arch_group_is_one_manifest_edit(tmp_path, monkeypatch):
     changed = _with_hopper(tmp_path)
     before = _checkout_fingerprint()
 
-    # nox: wheel_hopper and kernels_hopper, their help from the group's fields (nox -l reads the copy)
+    # nox: wheel_hopper, archive_hopper (and its deprecated alias kernels_hopper), their help from the
+    # group's fields (nox -l reads the copy)
     def sessions(manifest_file):
         proc = _python(manifest_file, "-m", "nox", "-l", "-f", str(ROOT / "noxfile.py"))
         assert proc.returncode == 0, proc.stderr
         return dict(re.findall(r"^[-*] (\w+) -> (.*)$", proc.stdout, re.MULTILINE))
 
     listed = sessions(changed)
-    assert "sm_90: H100 / H200 only" in listed["wheel_hopper"] and "hopper kernel objects" in listed["kernels_hopper"]
-    assert not {"wheel_hopper", "kernels_hopper"} & set(sessions(None))
+    assert "sm_90: H100 / H200 only" in listed["wheel_hopper"] and "hopper kernel objects" in listed["archive_hopper"]
+    assert listed["kernels_hopper"] == "(deprecated alias of archive_hopper)"
+    assert not {"wheel_hopper", "archive_hopper", "kernels_hopper"} & set(sessions(None))
 
     # presets: rendered with a hopper preset; the checkout's file is stale for the copy
     presets = json.loads(doc_tables.cmake_presets(manifest.load(changed)))

@@ -2,7 +2,7 @@
 once, optionally in shards on several machines, and linked into the wheel of every torch.
 
 ``python -m release.archive.archives build --arch-group legacy [--shard K/N] [--out DIR] [build options]``
-(``nox -s kernels_legacy -- ...``) compiles the kernel set, or the K-th of N shards of it
+(``nox -s archive_legacy -- ...``) compiles the kernel set, or the K-th of N shards of it
 (``kernel_set.split_shards``: balanced by the predicted compile seconds of each unit, longest
 first), in a CMake build with ``FLASH_ATTN_KERNELS_ONLY=ON`` (no torch is looked for), and packs
 the objects into an archive folder under DIR:
@@ -13,7 +13,7 @@ the objects into an archive folder under DIR:
                                      the toolchain that compiled them
         objects/<unit>.o             one per unit (``dispatch.o`` in the whole set and in shard 1)
 
-``python -m release.archive.archives gather DIR... [--out DIR]`` (``nox -s kernels_gather``) checks that the
+``python -m release.archive.archives gather DIR... [--out DIR]`` (``nox -s archive_gather``) checks that the
 shards share one key, come from one split (same N, every index once) and cover the kernel set
 exactly once, verifies every object's sha256, and writes the whole-set archive that
 ``nox -s wheel_<group> -- --kernels DIR`` links (cmake/FlashAttnKernels.cmake checks the key
@@ -99,8 +99,8 @@ def load(path: Path) -> Archive:
     if not file.is_file():
         what = "does not exist" if not path.exists() else f"has no {MANIFEST_NAME}"
         raise ReleaseError(
-            f"{path} {what}: expected a kernels archive folder written by nox -s kernels_<group> or "
-            "nox -s kernels_gather."
+            f"{path} {what}: expected a kernels archive folder written by nox -s archive_<group> or "
+            "nox -s archive_gather."
         )
     try:
         manifest = json.loads(file.read_text(encoding="utf-8"))
@@ -298,7 +298,7 @@ def gather(paths: list[Path], out: Path) -> Path:
     missing or given twice; a unit is in two shards or in none; an object is damaged.
     """
     if not paths:
-        raise ReleaseError("give the shard folders to gather: nox -s kernels_gather -- kernels/kernels-*-shard*")
+        raise ReleaseError("give the shard folders to gather: nox -s archive_gather -- kernels/kernels-*-shard*")
     for p in paths:
         if outputs.inside(out, p):
             raise ReleaseError(f"--out {out} is, or lies inside, the input {p}; pass an --out outside the inputs")
@@ -337,7 +337,7 @@ def gather(paths: list[Path], out: Path) -> Path:
     if missing:
         raise ReleaseError(
             f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing (got {len(shards)} of {count}); build "
-            "them with nox -s kernels_<group> -- --shard K/N and the same options, then gather all."
+            "them with nox -s archive_<group> -- --shard K/N and the same options, then gather all."
         )
     owner: dict[str, Path] = {}
     for s in shards:

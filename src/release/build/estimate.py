@@ -1,6 +1,6 @@
 """What one build will cost on this machine, said before it starts, and the measured speed it records.
 
-Every build (``nox -s wheel_*``, ``kernels_*``, ``dev``) prints, before anything compiles, the
+Every build (``nox -s wheel_*``, ``archive_*``, ``dev``) prints, before anything compiles, the
 predicted wall time and peak memory of its compile steps (:func:`predict`, :func:`render`). The
 model is the release plan's (``release.plan.compile_model.compile_schedule``: each unit's manifest cost
 ``unit_costs`` x SASS targets x speed factor, nvcc jobs and ``--threads`` as CMake sizes them, a
@@ -260,7 +260,7 @@ def cheaper_commands(kind: str, group: str, kernel_set: str, units: int, here: l
         out.append(f"{base} -- --kernel-set ci      (one forward unit; other calls raise an error that says so)")
     out.append(f"{custom} --cuda-archs {sms}      (only {'the GPUs here' if here else 'your GPU'}, not {group}'s SMs)")
     if units > 1 and kind != "dev":
-        out.append(f"nox -s kernels_{group} -- --shard K/N on N machines, then nox -s kernels_gather (docs/release.md)")
+        out.append(f"nox -s archive_{group} -- --shard K/N on N machines, then nox -s archive_gather (docs/release.md)")
     return out
 
 

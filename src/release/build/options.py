@@ -196,7 +196,7 @@ class BuildOptions:
         if self.kernels is not None and not (self.kernels / "kernels-manifest.json").is_file():
             raise ReleaseError(
                 f"--kernels {self.kernels} is not a kernels archive (no kernels-manifest.json); pass the folder "
-                "nox -s kernels_<group> or nox -s kernels_gather wrote."
+                "nox -s archive_<group> or nox -s archive_gather wrote."
             )
         if self.jobs is not None and self.jobs < 1:
             raise ReleaseError(f"--jobs {self.jobs}: give a positive number of parallel nvcc jobs, or leave it out")

@@ -13,10 +13,10 @@ to its jobs with ``fromJSON``. ``--stage`` picks the list:
   ``torches`` lists the torches it serves), and a per-torch wheel for each torch below the minimum
   (none today); ``--torch-abi exact`` gives one per-torch wheel per (OS, group, CUDA, torch).
 - ``shards``: one entry per (OS, CUDA, group) and shard ``K/N``: the torch-free job that compiles
-  that slice of the kernel set (``nox -s kernels_<group> -- --shard K/N``); N is the shard count
+  that slice of the kernel set (``nox -s archive_<group> -- --shard K/N``); N is the shard count
   of release.plan.compile_model (every shard job predicted within the job limit on a hosted runner).
 - ``gather``: one entry per (OS, CUDA, group): the job that checks its N shard archives and writes
-  the kernels archive the link jobs download (``nox -s kernels_gather``).
+  the kernels archive the link jobs download (``nox -s archive_gather``).
 
 ``python -m release.plan.matrix [--stage link|shards|gather] [--torch-abi stable|exact] [--os OS] [--group G]
 [--cuda X.Y] [--torch V] [--kernel-set S] [--runner OS=LABEL] [--output FILE] [--format json|table]``
@@ -263,7 +263,7 @@ def shard_entries(links: list[dict]) -> list[dict]:
         common = _kernels_common(link)
         n = compile_model.shard_count(link["os"], link["group"], link["kernel_set"])
         for k in range(1, n + 1):
-            session = f"kernels_{link['group']}"
+            session = f"archive_{link['group']}"
             args = ["--kernel-set", link["kernel_set"], "--shard", f"{k}/{n}", "--cache", "sccache"]
             out.append(
                 {"name": f"kernels-{common['build']}-{k}of{n}"}
@@ -293,8 +293,8 @@ def gather_entries(links: list[dict]) -> list[dict]:
             | {
                 "shards": n,
                 "shard_pattern": f"kernels-{common['build']}-shard*",
-                "session": "kernels_gather",
-                "command": "nox -s kernels_gather -- <the shard archives> --out kernels-gathered",
+                "session": "archive_gather",
+                "command": "nox -s archive_gather -- <the shard archives> --out kernels-gathered",
                 "artifact": link["kernels_artifact"],
             }
         )

@@ -555,12 +555,12 @@ def main(argv: list[str] | None = None) -> int:
 
 # --- Windows steps, checked statically ------------------------------------------------------------------
 _LINUX_PATHS = re.compile(r"/opt/python|/usr/local/cuda|/usr/bin/")
-_NATIVE_BUILD = re.compile(r"\bnox -s \S*(SESSION|wheel_|kernels_(?!gather))")
+_NATIVE_BUILD = re.compile(r"\bnox -s \S*(SESSION|wheel_|(?:archive|kernels)_(?!gather))")
 
 
 def windows_findings(wf: dict) -> list[str]:
     """Static checks of every step a Windows job runs (no `if:` that limits it to Linux): the shell
-    is bash (Git bash) or pwsh; the build (nox wheel_/kernels_ sessions) runs under pwsh, where
+    is bash (Git bash) or pwsh; the build (nox wheel_/archive_ sessions) runs under pwsh, where
     MSVC's link.exe is not shadowed by Git bash's /usr/bin/link; a multi-line pwsh script that runs
     native commands sets ``$PSNativeCommandUseErrorActionPreference`` (otherwise only the last
     command's exit code fails the step); no Linux-only path; a Windows path literal in a bash step

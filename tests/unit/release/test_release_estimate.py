@@ -91,7 +91,7 @@ def test_a_long_build_offers_cheaper_commands(no_record, capsys):
     assert "over 30 minutes" in text
     assert "nox -s wheel_legacy -- --kernel-set ci" in text
     assert "nox -s wheel_custom -- --cuda-archs 89" in text
-    assert "nox -s kernels_legacy -- --shard K/N" in text
+    assert "nox -s archive_legacy -- --shard K/N" in text
     short = estimate.render([estimate.kernels_step(units[:1], 1, jobs=2)], lambda: pytest.fail("not asked"))
     assert "Cheaper" not in short and "assumed" in short
 

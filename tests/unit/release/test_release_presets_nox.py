@@ -79,10 +79,15 @@ def test_cmake_reads_the_presets():
 def test_nox_lists_the_sessions():
     proc = subprocess.run(["nox", "--list"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    per_group = [f"{kind}_{g}" for kind in ("wheel", "kernels") for g in manifest.arch_groups()]
-    for name in (*per_group, "kernels_gather", "smoke", "validate", "release", "dev", "tests", "lint",
-                 "bench_kernels", "bench_build"):  # fmt: skip
+    per_group = [f"{kind}_{g}" for kind in ("wheel", "archive") for g in manifest.arch_groups()]
+    for name in (*per_group, "archive_gather", "smoke", "validate", "release", "dev", "tests", "lint",
+                 "bench_latency", "bench_build"):  # fmt: skip
         assert f" {name} -> " in proc.stdout, proc.stdout
+    # the renamed sessions' old names stay listed for one release, each naming its new name
+    renamed = {f"kernels_{g}": f"archive_{g}" for g in manifest.arch_groups()}
+    renamed |= {"kernels_gather": "archive_gather", "bench_kernels": "bench_latency"}
+    for old, new in renamed.items():
+        assert f" {old} -> (deprecated alias of {new})\n" in proc.stdout, proc.stdout
 
 
 def test_dev_install_command(tmp_path):

@@ -81,7 +81,7 @@ def test_smoke_installs_torch_from_the_index_it_is_given(tmp_path, monkeypatch):
 
 
 def _gather_script(release_yml) -> str:
-    return next(s["run"] for s in release_yml["jobs"]["gather"]["steps"] if "kernels_gather" in str(s.get("run", "")))
+    return next(s["run"] for s in release_yml["jobs"]["gather"]["steps"] if "archive_gather" in str(s.get("run", "")))
 
 
 @pytest.mark.parametrize("shards", [1, 2])
@@ -106,7 +106,7 @@ def test_gather_finds_its_shards_in_either_layout(release_yml, tmp_path, shards)
     proc = subprocess.run([*rehearsal.BASH, "-c", _gather_script(release_yml)], cwd=work, env=env, text=True,
                           capture_output=True)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    gather = [c for c in (tmp_path / "calls").read_text().splitlines() if "kernels_gather" in c][0]
+    gather = [c for c in (tmp_path / "calls").read_text().splitlines() if "archive_gather" in c][0]
     assert gather.count("kernels-abc-shard") == shards
 
 

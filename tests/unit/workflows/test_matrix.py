@@ -346,10 +346,10 @@ def test_shard_and_gather_entries_cover_each_kernels_build_once(full):
         assert (g["os"], g["cuda"], g["group"], g["kernel_set"]) == (e["os"], e["cuda"], e["group"], e["kernel_set"])
 
 
-def test_shard_and_gather_sessions_are_the_kernels_sessions():
-    """The shard and gather sessions are kernels_<group> and kernels_gather (noxfile.py, item 3)."""
+def test_shard_and_gather_sessions_are_the_archive_sessions():
+    """The shard and gather sessions are archive_<group> and archive_gather (noxfile.py, item 3)."""
     sessions = {e["session"] for st in ("shards", "gather") for e in matrix.build_matrix(stage=st)["include"]}
-    assert sessions == {f"kernels_{g}" for g in matrix.GROUPS} | {"kernels_gather"}
+    assert sessions == {f"archive_{g}" for g in matrix.GROUPS} | {"archive_gather"}
 
 
 def test_a_ci_dry_run_has_one_shard_per_build_and_filters_apply():

@@ -183,7 +183,7 @@ def test_shard_jobs_compile_with_sccache_and_without_torch(release):
     runs = "\n".join(s.get("run", "") for s in shard["steps"])
     assert "torch" not in runs.replace("no torch", ""), "a shard job installs no torch"
     for e in matrix.build_matrix(stage="shards")["include"]:
-        assert e["session"] == f"kernels_{e['group']}" and e["args"][-2:] == ["--cache", "sccache"]
+        assert e["session"] == f"archive_{e['group']}" and e["args"][-2:] == ["--cache", "sccache"]
     (msvc,) = [s for s in shard["steps"] if "release.windows.msvc_env" in s.get("run", "")]
     assert msvc["if"] == "runner.os == 'Windows'" and msvc["shell"] == "pwsh"
     (win,) = [s for s in shard["steps"] if "nox -s $env:SESSION" in s.get("run", "")]
@@ -209,7 +209,7 @@ def test_gather_jobs_take_every_shard_of_their_build(release):
     assert "container" not in gather, "gathering compiles nothing"
     (download,) = [s for s in gather["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
     assert download["with"]["pattern"] == "${{ matrix.shard_pattern }}" and "merge-multiple" not in download["with"]
-    (run,) = [s for s in gather["steps"] if "nox -s kernels_gather" in s.get("run", "")]
+    (run,) = [s for s in gather["steps"] if "nox -s archive_gather" in s.get("run", "")]
     assert run["env"]["SHARDS"] == "${{ matrix.shards }}" and '-ne "$SHARDS"' in run["run"]
     (upload,) = [s for s in gather["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert upload["with"]["name"] == "${{ matrix.artifact }}"
