@@ -1,5 +1,6 @@
-"""Kernels archives: the torch-free kernel objects of one (OS, CUDA, arch group, kernel set), built
-once, optionally in shards on several machines, and linked into the wheel of every torch.
+"""Kernels archives: the torch-free kernel objects of one (OS, CUDA, arch group, kernel set).
+
+They are built once, optionally in shards on several machines, and linked into the wheel of every torch.
 
 ``python -m release.archive.archives build --arch-group legacy [--shard K/N] [--out DIR] [build options]``
 (``nox -s archive_legacy -- ...``) compiles the kernel set, or the K-th of N shards of it
