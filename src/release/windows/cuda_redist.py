@@ -13,6 +13,7 @@ need no Visual Studio integration. Stdlib only: it runs before anything is insta
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import io
 import json
@@ -94,8 +95,27 @@ def install(version: str, root: Path, base: str = NVIDIA_REDIST) -> list[str]:
     return done
 
 
-def main() -> int:
+REQUIRED_ENV = ("CUDA_FULL", "CUDA_ROOT", "GITHUB_PATH", "GITHUB_ENV")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Install the toolkit the environment names (module docstring); ``--help`` says which variables.
+
+    Exit status 0 installed, 2 a variable missing or a download or checksum failure (ReleaseError)."""
+    argparse.ArgumentParser(
+        prog="python -m release.windows.cuda_redist",
+        description=__doc__.split("\n")[0],
+        epilog="Reads CUDA_FULL (e.g. 13.0.2), CUDA_ROOT (e.g. C:\\cuda), GITHUB_PATH and GITHUB_ENV from the "
+        "environment; CUDA_REDIST_URL optionally replaces NVIDIA's base URL.",
+    ).parse_args(sys.argv[1:] if argv is None else argv)
+
     def body() -> None:
+        missing = [name for name in REQUIRED_ENV if not os.environ.get(name)]
+        if missing:
+            raise ReleaseError(
+                f"set {', '.join(missing)} in the environment (e.g. CUDA_FULL=13.0.2 CUDA_ROOT=C:\\cuda; GitHub "
+                "Actions sets GITHUB_PATH and GITHUB_ENV): see python -m release.windows.cuda_redist --help"
+            )
         version, root = os.environ["CUDA_FULL"], Path(os.environ["CUDA_ROOT"])
         install(version, root, os.environ.get("CUDA_REDIST_URL") or NVIDIA_REDIST)
         with open(os.environ["GITHUB_PATH"], "a", encoding="utf-8") as f:

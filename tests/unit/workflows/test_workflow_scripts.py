@@ -122,6 +122,20 @@ def test_ci_windows_job_installs_cuda_with_the_same_module():
     assert load_workflow("ci.yml")["env"]["CUDA_FULL"] == "13.0.2"
 
 
+def test_cuda_redist_without_its_variables_says_which_and_help_works(monkeypatch, capsys):
+    from release.windows import cuda_redist
+
+    for name in cuda_redist.REQUIRED_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CUDA_FULL", "13.0.2")
+    assert cuda_redist.main([]) == 2
+    err = capsys.readouterr().err
+    assert "set CUDA_ROOT, GITHUB_PATH, GITHUB_ENV in the environment" in err and "internal error" not in err
+    with pytest.raises(SystemExit) as exit_:
+        cuda_redist.main(["--help"])
+    assert exit_.value.code == 0 and "CUDA_FULL (e.g. 13.0.2)" in capsys.readouterr().out
+
+
 def test_a_download_is_retried_then_fails(tmp_path):
     from release.windows import cuda_redist
 
