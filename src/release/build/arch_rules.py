@@ -96,11 +96,6 @@ def check_archs(group: str, archs: list[int] | None = None, cuda_version: str | 
     return _run(defines)
 
 
-def group_names(data: dict | None = None) -> tuple[str, ...]:
-    """The arch group names of the manifest, in its order (e.g. blackwell, legacy, custom)."""
-    return tuple(manifest.arch_groups(data))
-
-
 def sessions_hint(session: str, data: dict | None = None, repeat_nox: bool = False) -> str:
     """The sessions of every group, for messages: ``nox -s wheel_blackwell, wheel_legacy, or
     wheel_custom -- --cuda-archs 80,90`` (``session`` is the prefix, e.g. wheel; with `repeat_nox`
