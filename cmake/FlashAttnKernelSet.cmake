@@ -45,7 +45,8 @@ endfunction()
 #   sized so that parallel nvcc processes fit in memory: min(logical cores, available memory / GiB
 #   per nvcc), at least 1. GiB per nvcc is build.nvcc_memory_gib of build-manifest.json (7: the peak
 #   of the heaviest unit, bwd hdim256 sm_90, 6.9 GB). JOBS (the
-#   FLASH_ATTN_JOBS cache variable, which flash_attn_option fills from the environment) overrides the
+#   FLASH_ATTN_JOBS cache variable, which flash_attn_option fills from the environment and
+#   flash_attn_option_check has already refused unless it is a whole number >= 1) overrides the
 #   computed size.
 #   When there are fewer units than jobs (small kernel sets), the spare jobs go to nvcc
 #   --threads, which compiles a unit's gencode targets in parallel: threads = min(GENCODES,
@@ -68,9 +69,6 @@ function(flash_attn_compile_pool)
     set(why "${cores} cores, ${free_mib} MiB available, ${gib_per_job} GiB per nvcc")
   else()
     set(why "set by FLASH_ATTN_JOBS")
-  endif()
-  if(NOT jobs MATCHES "^[1-9][0-9]*$")
-    message(FATAL_ERROR "flash_attn: FLASH_ATTN_JOBS='${jobs}' is not a positive integer.")
   endif()
   set_property(GLOBAL APPEND PROPERTY JOB_POOLS flash_attn_nvcc=${jobs})
   set_property(TARGET ${arg_TARGET} ${arg_ALSO} PROPERTY JOB_POOL_COMPILE flash_attn_nvcc)

@@ -53,7 +53,7 @@ endfunction()
 # flash_attn_option_check(<name> <value>)
 #   Refuses <value> for option <name> by the rules of its manifest entry, when the entry has an
 #   `invalid` sentence (the others are checked where they are used: the arch group and SMs by
-#   FlashAttnArchGroups.cmake, the kernel set by kernel_set.py, the job count by flash_attn_compile_pool).
+#   FlashAttnArchGroups.cmake, the kernel set by kernel_set.py).
 #   enum: one of its choices; number/integer: matches `pattern` (integer: digits only), >= `min`, < `below`.
 #   An empty value passes (an option whose default is "" is unset). Errors: FATAL_ERROR
 #   "flash_attn: <name>='<value>' <invalid sentence>", the sentence release.build.options prints too.

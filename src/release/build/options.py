@@ -198,8 +198,8 @@ class BuildOptions:
                 f"--kernels {self.kernels} is not a kernels archive (no kernels-manifest.json); pass the folder "
                 "nox -s archive_<group> or nox -s archive_gather wrote."
             )
-        if self.jobs is not None and self.jobs < 1:
-            raise ReleaseError(f"--jobs {self.jobs}: give a positive number of parallel nvcc jobs, or leave it out")
+        if self.jobs is not None:
+            check_value("FLASH_ATTN_JOBS", str(self.jobs))
         for name, value in self.passthrough.items():
             check_value(name, value)
         try:
@@ -514,10 +514,9 @@ def from_namespace(ns: argparse.Namespace, env: Mapping[str, str] | None = None)
 
     archs_text = pick(ns.cuda_archs, "FLASH_ATTN_CUDA_ARCHS", env)
     jobs_text = pick(ns.jobs, "FLASH_ATTN_JOBS", env)
-    try:
-        jobs = int(jobs_text) if jobs_text is not None else None
-    except ValueError:
-        raise ReleaseError(f"FLASH_ATTN_JOBS='{jobs_text}' is not a number of parallel jobs") from None
+    if jobs_text is not None:
+        check_value("FLASH_ATTN_JOBS", jobs_text)
+    jobs = int(jobs_text) if jobs_text is not None else None
     passthrough = {}
     for dest, name, _ in PASS_THROUGH:
         value = pick(getattr(ns, dest), name, env)

@@ -105,6 +105,12 @@ def test_cmake_declares_and_checks_the_options_of_the_edited_table(tmp_path, edi
     mode = _error(_configure(tmp_path, edited, f"{FATBIN}=balance"))
     assert f"{FATBIN}='balance' is not one of none, size, extra" in mode
     assert f"{NEW}='gamma' is not one of alpha, beta" in _error(_configure(tmp_path, edited, f"{NEW}=gamma"))
+    # the job count: refused here by its entry's sentence (no check of its own in the compile pool)
+    for jobs in ("0", "many"):
+        with pytest.raises(ReleaseError) as python_said:
+            options.check_value("FLASH_ATTN_JOBS", jobs)
+        sentence = str(python_said.value).replace(" (--jobs)", "")
+        assert sentence in _error(_configure(tmp_path, edited, f"FLASH_ATTN_JOBS={jobs}")), sentence
 
 
 def test_release_options_follow_the_edited_table(edited):

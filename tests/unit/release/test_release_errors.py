@@ -112,7 +112,7 @@ def test_parse_archs_errors(text, message):
 
 
 def test_bad_jobs_and_fatbin_mode(tmp_path):
-    with pytest.raises(ReleaseError, match="positive number"):
+    with pytest.raises(ReleaseError, match=r"FLASH_ATTN_JOBS='0' \(--jobs\) is not a number of parallel nvcc jobs"):
         run(opts(tmp_path, jobs=0))
     with pytest.raises(
         ReleaseError, match="FLASH_ATTN_FATBIN_COMPRESSION='tiny' .--fatbin-compression. is not one of none, default"
