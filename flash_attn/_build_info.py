@@ -26,9 +26,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from . import _label
+from flash_attn_wheel_names import label as _label
+from flash_attn_wheel_names.label import TORCH_ABI_STABLE, TORCH_ABIS, cuda_tag, public_version
+
 from ._errors import LibraryLoadError
-from ._label import TORCH_ABI_STABLE, TORCH_ABIS, cuda_tag, public_version
 
 __all__ = [
     "REQUIRED_KEYS",
@@ -275,7 +276,7 @@ def is_stable(info: Mapping[str, Any]) -> bool:
 def local_label(info: Mapping[str, Any], group: str | None = None) -> str:
     """Local version label of the wheel this build info describes, for ``group`` (default: its own).
 
-    :func:`flash_attn._label.label_of`, e.g. ``cu130torch2.14.1cxx11abitrue.legacy.rev1`` (plus ``.ci``
+    :func:`flash_attn_wheel_names.label.label_of`, e.g. ``cu130torch2.14.1cxx11abitrue.legacy.rev1`` (plus ``.ci``
     etc. for a kernel set other than release, so the name of the other group's wheel keeps this
     wheel's set); never raises for a label-unsafe field: without a CUDA version, or with a set name
     that is no label segment, it still names torch, ABI and group.

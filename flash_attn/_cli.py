@@ -6,7 +6,7 @@ Exit codes:
        could be checked; the output says so);
     1  the library cannot run here: torch mismatch, load failure, or a visible GPU this wheel's
        arch group does not cover (the output names the wheel to install, and the ``pip install
-       flash-attn --index-url ...`` line for this GPU and torch: flash_attn._install);
+       flash-attn --index-url ...`` line for this GPU and torch: flash_attn_wheel_names.install);
     2  no native library: a source checkout that was never built (``nox -s dev`` or ``pip install .``).
 """
 
@@ -19,7 +19,9 @@ from typing import Any
 
 import torch
 
-from . import _build_info, _compat, _install, _loader
+from flash_attn_wheel_names import install as _install
+
+from . import _build_info, _compat, _loader
 
 __all__ = ["EXIT_OK", "EXIT_CANNOT_RUN", "EXIT_NOT_BUILT", "collect", "render_plain", "main"]
 
@@ -162,7 +164,7 @@ def collect(
 
 def install_line(info: dict[str, Any] | None, report: dict[str, Any]) -> str | None:
     """The pip line that installs the wheel for the first GPU this one cannot serve (any, when the
-    library did not load) and the running torch (flash_attn._install), or None when it cannot be
+    library did not load) and the running torch (flash_attn_wheel_names.install), or None when it cannot be
     told: no GPU, a CPU-only torch, a GPU no arch group covers, or a build info without ``install``
     (a wheel built before it existed)."""
     install = (info or {}).get("install") or {}

@@ -43,8 +43,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flash_attn_wheel_names import label as _label
+
 from . import _build_info as bi
-from . import _label
 
 __all__ = [
     "DeviceVerdict",

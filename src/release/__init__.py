@@ -7,7 +7,7 @@ grouped by sub-package (tests/unit/test_imports.py keeps the list complete):
 
 Shared basics (this folder): paths, errors, the manifest, pins, outputs, locks, processes:
 
-- :mod:`release._paths`    paths of this checkout; flash_attn/_label.py and _install.py loaded by file
+- :mod:`release._paths`    paths of this checkout and the package version
 - :mod:`release.errors`    the exception types and the one ``main`` wrapper
 - :mod:`release.locks`     one session at a time per build folder and per output
 - :mod:`release.manifest`  build-manifest.json as the release tooling reads it

@@ -3,9 +3,9 @@
 - No import cycle among the modules of src/release, counting the imports inside functions (the
   way a cycle hides).
 - No module loaded through importlib (``importlib.util.spec_from_file_location``,
-  ``importlib.import_module``, ``__import__``, ``runpy``) or reached by a ``sys.path`` edit,
-  except release._paths loading flash_attn/_label.py and flash_attn/_install.py (its docstring says
-  why: they ship inside ``flash_attn``, whose ``__init__`` loads the native library).
+  ``importlib.import_module``, ``__import__``, ``runpy``) or reached by a ``sys.path`` edit.
+- flash_attn_wheel_names, which the wheel's runtime and the release tooling both import, imports
+  nothing outside the standard library.
 - src/release/__init__.py's module index names every module of the package and its sub-packages
   once, and each sub-package's docstring says what it holds.
 """
@@ -22,8 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 RELEASE = ROOT / "src" / "release"
 SCANNED = sorted([*(ROOT / "src").rglob("*.py"), *(ROOT / "flash_attn").rglob("*.py")])
 HIDDEN_LOADERS = {"spec_from_file_location", "import_module", "__import__", "run_path", "run_module"}
-# file -> the paths (release._paths names) its loader may load
-ALLOWED_LOADS = {"src/release/_paths.py": {"LABEL_PY", "INSTALL_PY"}}
 
 
 def _module_name(path: Path) -> str:
@@ -125,15 +123,33 @@ def _hidden_loads(path: Path) -> list[tuple[int, str, str]]:
 
 @pytest.mark.parametrize("path", SCANNED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_module_is_loaded_around_the_import_system(path):
-    rel = path.relative_to(ROOT).as_posix()
     loads = _hidden_loads(path)
-    allowed = ALLOWED_LOADS.get(rel, set())
-    if allowed:  # the loader's callers must pass one of the allowed paths
-        calls = [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Call)]
-        targets = {ast.unparse(c.args[1]) for c in calls if ast.unparse(c.func) == "_load_file"}
-        assert targets and targets <= allowed, f"{rel} loads {sorted(targets - allowed)} by path"
-        loads = [load for load in loads if not (load[1] == "spec_from_file_location" and load[2] == "path")]
-    assert loads == [], f"{rel}: modules loaded around the import system: {loads}"
+    assert loads == [], f"{path.relative_to(ROOT).as_posix()}: modules loaded around the import system: {loads}"
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """The top-level names `path` imports (absolute imports only; a relative one is the package itself)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "src" / "flash_attn_wheel_names").glob("*.py")), ids=lambda p: p.name)
+def test_the_shared_naming_rules_import_only_the_standard_library(path):
+    import sys
+
+    outside = _top_level_imports(path) - set(sys.stdlib_module_names) - {"__future__", "flash_attn_wheel_names"}
+    assert outside == set(), f"{path.name} imports {sorted(outside)}: the runtime and the release tooling both load it"
+
+
+def test_the_import_reader_sees_third_party_imports(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("import re\nfrom packaging.version import Version\nfrom . import sibling\n")
+    assert _top_level_imports(f) == {"re", "packaging"}
 
 
 def test_the_load_finder_sees_importlib_and_sys_path(tmp_path):

@@ -15,11 +15,11 @@ import tomllib
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from release import _paths
+from flash_attn_wheel_names import label as wheel_label
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = json.loads((ROOT / "build-manifest.json").read_text(encoding="utf-8"))
-LABEL = _paths.label()
+LABEL = wheel_label
 
 
 def _labels() -> list[str]:

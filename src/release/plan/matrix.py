@@ -34,7 +34,7 @@ its ``arch_groups`` marked ``released``, the kernel sets its ``kernels.sets``.
 The local version label is ``cu<XY>torch<torch>cxx11abi<true|false>.<group>`` for a per-torch
 wheel and ``cu<XY>torchstable<torch_min>.<group>`` for a stable-ABI one (plus
 ``.<kernel set>`` for any set but ``release``), spelled by
-flash_attn/_label.py, the definition :func:`release.ship.tagging.local_label` uses on a wheel's build
+src/flash_attn_wheel_names/label.py, the definition :func:`release.ship.tagging.local_label` uses on a wheel's build
 info too. ``cxx11abi`` is what torch reports as ``torch._C._GLIBCXX_USE_CXX11_ABI``: true for the
 Linux builds of these torch versions (libstdc++ new ABI only since torch 2.7), and true on Windows
 too: MSVC has no such ABI switch, but torch reports the flag as set on every platform
@@ -60,6 +60,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from flash_attn_wheel_names import label as wheel_label
 from release import _paths, manifest
 from release.errors import ReleaseError, run_main
 from release.plan import compile_model
@@ -101,18 +102,16 @@ class MatrixError(ReleaseError, ValueError):
 
 def cu_tag(cuda: str) -> str:
     """The CUDA part of a PyTorch index and label: 13.0 -> cu130."""
-    return _paths.label().cuda_tag(cuda)
+    return wheel_label.cuda_tag(cuda)
 
 
 def local_label(
     cuda: str, torch: str, cxx11_abi: bool, group: str, kernel_set: str = "release", torch_abi: str = "exact"
 ) -> str:
-    """The local version label a wheel of this combination gets (flash_attn/_label.py spells it); a
+    """The local version label a wheel of this combination gets (src/flash_attn_wheel_names/label.py spells it); a
     stable-ABI label names TORCH_MIN instead of `torch` and the C++11 ABI flag."""
     torch_min = TORCH_MIN if torch_abi == "stable" else None
-    return _paths.label().local_label(
-        cuda, torch, cxx11_abi, group, kernel_set, torch_abi=torch_abi, torch_min=torch_min
-    )
+    return wheel_label.local_label(cuda, torch, cxx11_abi, group, kernel_set, torch_abi=torch_abi, torch_min=torch_min)
 
 
 def release_tuple(version: str) -> tuple[int, ...]:

@@ -40,6 +40,7 @@ import venv
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from flash_attn_wheel_names import label as wheel_label
 from release import _paths
 from release.errors import ReleaseError, run_main
 from release.plan import gha
@@ -455,7 +456,7 @@ def torch_index(root: Path) -> str:
 
 def scenarios(version: str, machine_torch: str) -> list[Scenario]:
     """The three runs of the module docstring, in order (run 3 assembles run 2)."""
-    tag = f"refs/tags/v{version}-rev{_paths.label().REVISION}"  # release.ship.gates.expected_tag
+    tag = f"refs/tags/v{version}-rev{wheel_label.REVISION}"  # release.ship.gates.expected_tag
     build_jobs = ("matrix", "shard", "gather", "link", "assemble")
     return [
         Scenario(

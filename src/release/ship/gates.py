@@ -29,6 +29,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from flash_attn_wheel_names import label as wheel_label
 from release import _paths
 from release.build import toolchain
 from release.errors import ReleaseError, run_main
@@ -50,8 +51,8 @@ class Plan:
 
 def expected_tag(version: str) -> str:
     """The tag a release of `version` is pushed as: v + the version + -rev<REVISION of
-    flash_attn/_label.py> (v2.8.3.post2-rev1): the version is upstream's, the revision this project's."""
-    return f"v{version}-rev{_paths.label().REVISION}"
+    src/flash_attn_wheel_names/label.py> (v2.8.3.post2-rev1): the version is upstream's, the revision this project's."""
+    return f"v{version}-rev{wheel_label.REVISION}"
 
 
 def check_tag(tag: str, version: str) -> None:
@@ -61,7 +62,7 @@ def check_tag(tag: str, version: str) -> None:
             f"tag {tag!r} does not match flash_attn/_version.py ({version!r}): a release is tagged "
             f"{expected_tag(version)}. Delete the tag (git push --delete origin {tag}) and tag the commit "
             f"{expected_tag(version)}, or set __version__ in flash_attn/_version.py (REVISION in "
-            "flash_attn/_label.py), commit, and tag that commit."
+            "src/flash_attn_wheel_names/label.py), commit, and tag that commit."
         )
 
 

@@ -36,26 +36,27 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
-from release import _paths, manifest
+from flash_attn_wheel_names import install as wheel_install
+from flash_attn_wheel_names import label as wheel_label
+from release import manifest
 from release.errors import ReleaseError, run_main
 from release.ship import checksums, tagging
 
 PROJECT = "flash-attn"  # PEP 503 normalized name of the flash_attn distribution
-# the release tag is release.ship.gates.expected_tag: v<version>-rev<REVISION of flash_attn/_label.py>
+# the release tag is release.ship.gates.expected_tag: v<version>-rev<REVISION of flash_attn_wheel_names.label>
 GITHUB_DOWNLOAD = "https://github.com/{repo}/releases/download/v{version}-rev{revision}/"
 SITE_URL = manifest.load()["package_index"]["url"]  # where the indexes are served (README, python -m flash_attn)
 
 
 def variant(info: dict) -> str:
     """``cu13/legacy/stable`` or ``cu13/legacy/torch2.14.1``: the index a wheel of this build info is in
-    (flash_attn/_install.py's variant, the one the runtime names)."""
-    labels = _paths.label()
+    (flash_attn_wheel_names.install's variant, the one the runtime names)."""
     major = str(info.get("cuda_version") or "").split(".")[0]
-    if labels.cuda_tag(info.get("cuda_version")) is None or not major.isdigit():
+    if wheel_label.cuda_tag(info.get("cuda_version")) is None or not major.isdigit():
         raise ReleaseError(f"build info of group {info.get('group')!r} has no CUDA version; rebuild the wheel")
-    stable = labels.torch_abi(info) == labels.TORCH_ABI_STABLE
-    torch = None if stable else labels.public_version(str(info.get("torch_version", "")))
-    return _paths.install().variant(int(major), info["group"], torch, None)
+    stable = wheel_label.torch_abi(info) == wheel_label.TORCH_ABI_STABLE
+    torch = None if stable else wheel_label.public_version(str(info.get("torch_version", "")))
+    return wheel_install.variant(int(major), info["group"], torch, None)
 
 
 def _metadata(wheel: Path) -> email.message.Message:
@@ -88,7 +89,7 @@ def default_base_url(version: str, repo: str | None = None, env=None) -> str:
             "the package index needs the wheels' download URL: pass --repo OWNER/NAME (their GitHub release) "
             "or --base-url URL (a folder the wheels are uploaded to)"
         )
-    return GITHUB_DOWNLOAD.format(repo=repo, version=version, revision=_paths.label().REVISION)
+    return GITHUB_DOWNLOAD.format(repo=repo, version=version, revision=wheel_label.REVISION)
 
 
 def entries(wheels: list[Path], base_url: str) -> dict[str, list[dict]]:
@@ -147,7 +148,7 @@ def write(wheels: list[Path], out: Path, base_url: str, site_url: str = "") -> d
             (project / "index.html").write_text(project_page(items), encoding="utf-8")
             root = _page("Simple index", [f'<a href="{PROJECT}/">{PROJECT}</a><br>'])
             (project.parent / "index.html").write_text(root, encoding="utf-8")
-            line = _paths.install().install_line(site_url or ".", name)
+            line = wheel_install.install_line(site_url or ".", name)
             rows.append(
                 f"<li><code>{html.escape(name)}</code>: <code>{html.escape(line)}</code> "
                 f"({len(items)} wheel{'s' * (len(items) != 1)})</li>"

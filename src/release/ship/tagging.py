@@ -9,7 +9,7 @@ computed from the wheel's own build info (``flash_attn/build_info_<group>.json``
 PEP 440 normal form, and put into the file name, the dist-info folder name, ``METADATA`` and
 ``RECORD`` by ``wheel pack --local-version`` (wheel >= 0.48), never by renaming the file alone.
 A stable-ABI wheel (build info ``torch_abi: "stable"``) is labelled
-``+cu<CUDA>torchstable<torch_min>.<group>`` instead (flash_attn/_label.py), and its ``METADATA``
+``+cu<CUDA>torchstable<torch_min>.<group>`` instead (src/flash_attn_wheel_names/label.py), and its ``METADATA``
 gets ``Requires-Dist: torch>=<torch_min>`` in place of pyproject.toml's plain ``torch``
 (:func:`set_torch_requirement`, before ``wheel pack`` writes the fresh RECORD), so pip and uv refuse
 or upgrade a torch below the minimum. An exact wheel gets ``Requires-Dist: torch==<the torch it was
@@ -59,6 +59,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from flash_attn_wheel_names import label as wheel_label
 from release import _paths
 from release.build import arch_rules
 from release.errors import ReleaseError
@@ -125,7 +126,7 @@ _LABEL_FIELDS = ("cuda_version", "torch_version", "cxx11_abi", "group", "kernel_
 def local_label(info: dict) -> str:
     """The local version label of a build info record, in PEP 440 normal form.
 
-    flash_attn/_label.py's ``label_of`` (the runtime's definition, also used by release.plan.matrix) of
+    src/flash_attn_wheel_names/label.py's ``label_of`` (the runtime's definition, also used by release.plan.matrix) of
     cuda_version, the torch version without its own local label, cxx11_abi, the arch group and
     the kernel set (a last segment unless it is ``release``). Raises ReleaseError when a field is
     missing or not label-safe.
@@ -136,17 +137,17 @@ def local_label(info: dict) -> str:
         missing = [name for name in _LABEL_FIELDS if name not in info]
         if missing:
             raise KeyError(", ".join(missing))
-        return Version(f"0+{_paths.label().label_of(info)}").local
+        return Version(f"0+{wheel_label.label_of(info)}").local
     except (KeyError, ValueError, InvalidVersion) as e:
         raise ReleaseError(f"cannot compute the local version label from build info {info}: {e}") from None
 
 
 def torch_requirement(info: dict) -> str:
     """The ``Requires-Dist`` torch requirement a wheel of this build info must carry: ``torch>=<torch_min>``
-    for a stable-ABI build (flash_attn/_label.py), ``torch==<torch_version without its local label>``
+    for a stable-ABI build (src/flash_attn_wheel_names/label.py), ``torch==<torch_version without its local label>``
     for an exact one. ReleaseError when unreadable."""
     try:
-        stable = _paths.label().torch_requirement(info)
+        stable = wheel_label.torch_requirement(info)
     except ValueError as e:
         raise ReleaseError(f"build info {info.get('group')!r}: {e}; rebuild the wheel") from None
     if stable is not None:

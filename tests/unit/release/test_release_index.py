@@ -16,6 +16,7 @@ import sys
 import pytest
 from release_fakes import build_info, make_wheel
 
+from flash_attn_wheel_names import install as wheel_install
 from release.errors import ReleaseError
 from release.ship import index, publish, tagging
 
@@ -121,7 +122,7 @@ def test_readme_gives_the_install_line_of_every_released_group():
     readme = (_paths.REPO_ROOT / "README.md").read_text(encoding="utf-8")
     site = manifest.load()["package_index"]["url"]
     for group in ("legacy", "blackwell"):
-        line = _paths.install().install_line(site, _paths.install().variant(13, group, None, None))
+        line = wheel_install.install_line(site, wheel_install.variant(13, group, None, None))
         assert f"    {line} " in readme, line
 
 

@@ -13,16 +13,19 @@ import pytest
 
 from flash_attn import _metadata
 
-PACKAGE = Path(__file__).resolve().parents[3] / "flash_attn"
+ROOT = Path(__file__).resolve().parents[3]
+PACKAGE = ROOT / "flash_attn"
+NAMES = ROOT / "src" / "flash_attn_wheel_names"  # shipped beside flash_attn (pyproject.toml wheel.packages)
 
 
 @pytest.fixture(scope="module")
 def unbuilt_checkout(tmp_path_factory):
-    """A copy of the package's Python files only: a checkout with no native library, whatever this tree holds."""
+    """The wheel's Python packages only, laid out as installed: no native library, whatever this tree holds."""
     root = tmp_path_factory.mktemp("checkout")
     shutil.copytree(
         PACKAGE, root / "flash_attn", ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.json", "__pycache__")
     )
+    shutil.copytree(NAMES, root / NAMES.name, ignore=shutil.ignore_patterns("__pycache__"))
     return root
 
 

@@ -1,7 +1,7 @@
 """Version gates written for the official flash-attn wheel accept this project's versions.
 
 Every wheel version this checkout can produce (``flash_attn/_version.py`` plus each local label of
-:func:`flash_attn._label.local_label`: exact and stable ABI, each arch group of build-manifest.json,
+:func:`flash_attn_wheel_names.label.local_label`: exact and stable ABI, each arch group of build-manifest.json,
 release and non-release kernel sets) is held to the gates consumers apply to ``flash_attn.__version__``
 or to the distribution's version, as their current releases spell them:
 
@@ -26,7 +26,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from torch._vendor.packaging.version import parse as torch_parse_version
 
-from flash_attn import _label, _version
+from flash_attn import _version
+from flash_attn_wheel_names import label as _label
 from release import manifest
 
 UPSTREAM_VERSION = manifest.upstream_pin()[0]

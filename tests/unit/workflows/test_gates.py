@@ -18,7 +18,7 @@ from release.ship import checksums, gates
 
 ROOT = Path(__file__).resolve().parents[3]
 VERSION = "2.8.3.post2"
-TAG_NAME = f"v{VERSION}-rev1"  # flash_attn/_label.py REVISION
+TAG_NAME = f"v{VERSION}-rev1"  # src/flash_attn_wheel_names/label.py REVISION
 TAG = f"refs/tags/{TAG_NAME}"
 NO_FILTERS = {"os": "", "group": "", "cuda": "", "torch": ""}
 

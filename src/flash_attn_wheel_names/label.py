@@ -16,9 +16,9 @@ Both end in this project's revision of the upstream release, ``rev<REVISION>``
 
 Lowercase, PEP 440 normal form; a wheel of any kernel set but ``release`` gets the set's
 name as one more segment (``...legacy.rev1.ci``), so a dry-run wheel never carries a release
-wheel's name. The runtime uses it to name the wheel to install (:mod:`flash_attn._compat`); the release
-tooling (``release.ship.tagging``, ``release.plan.matrix``) loads this file by path, so it imports nothing
-from the package and nothing outside the standard library.
+wheel's name. The runtime uses it to name the wheel to install (:mod:`flash_attn._compat`), and the
+release tooling to tag wheels and plan their names (``release.ship.tagging``, ``release.plan.matrix``):
+both import this module, so it imports nothing outside the standard library.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ The release publishes one PEP 503 index per variant (``release.ship.index``), un
     <site>/cu<CUDA major>/<arch group>/torch<release>/simple  the exact wheel of one torch release
 
 ``python -m flash_attn`` prints :func:`install_line` when the installed wheel cannot run here;
-the release tooling loads this file by path (stdlib only, no package imports), as it does
-flash_attn/_label.py.
+``release.ship.index`` writes the indexes at the same paths. Standard library only, as
+:mod:`flash_attn_wheel_names.label`.
 """
 
 from __future__ import annotations
