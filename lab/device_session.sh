@@ -222,8 +222,9 @@ link_both() {  # phase: the exact and the stable-ABI wheel linked from $HOST_ROO
   kernels=$(ls -d "$HOST_ROOT"/kernels-*/archive/kernels-* 2>/dev/null | head -1)
   [ -n "$kernels" ] || { echo "$1: no kernels archive under $HOST_ROOT"; return 1; }
   cd "$W" || exit 3  # never import the checkout's flash_attn/
-  # two links of about a minute each: with less time left, stop cleanly rather than kill one midway
-  [ "$(left)" -ge 150 ] || { echo "$1: the build finished late in this call; call the $1 phase again at once"; return 1; }
+  # two links of about a minute each, beyond the 200 s each link step leaves for the later steps: with
+  # less time left, stop cleanly rather than kill one midway (seen: a link given 1 s)
+  [ "$(left 200)" -ge 150 ] || { echo "$1: the build finished late in this call; call the $1 phase again at once"; return 1; }
   key=""
   stamp=$(cd "$ROOT" && find flash_attn flash_attn_2_cuda.py src/binding src/kernels cmake CMakeLists.txt pyproject.toml \
     build-manifest.json -type f | sort | xargs sha256sum | sha256sum | cut -c1-16)
