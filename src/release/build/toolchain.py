@@ -10,6 +10,7 @@ Run ``python -m release.build.toolchain`` to print what a build on this machine 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -234,6 +235,12 @@ def ensure_torch(version: str, python: str = sys.executable) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m release.build.toolchain``: print the probe as JSON, then check it (exit 2 with the
+    reason when a build here would fail). Takes no arguments but ``--help``."""
+    argparse.ArgumentParser(prog="python -m release.build.toolchain", description=__doc__.split("\n\n")[0]).parse_args(
+        argv
+    )
+
     def body() -> int:
         tc = probe()
         print(json.dumps(tc.as_dict(), indent=1))

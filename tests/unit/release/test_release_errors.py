@@ -73,6 +73,19 @@ def test_mismatch_message_names_both_versions():
     assert "CUDA 12.8" in str(e.value) and "13.0.88" in str(e.value)
 
 
+def test_toolchain_help_prints_usage_without_probing(monkeypatch, capsys):
+    def probe():
+        raise AssertionError("--help must not probe the machine")
+
+    monkeypatch.setattr(toolchain, "probe", probe)
+    with pytest.raises(SystemExit) as done:
+        toolchain.main(["--help"])
+    assert done.value.code == 0 and "usage: python -m release.build.toolchain" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        toolchain.main(["--bogus"])
+    assert refused.value.code == 2
+
+
 def test_asked_torch_differs(tmp_path, monkeypatch):
     monkeypatch.setattr(toolchain, "ensure_torch", lambda v, python=None: v)
     with pytest.raises(ReleaseError, match="asked for torch 2.13.0"):
