@@ -281,7 +281,10 @@ def test_consumers_import_lines_work_with_the_installed_wheel(flow, tmp_path: Pa
     from release.ship import smoke
 
     with zipfile.ZipFile(flow[1]) as zf:
-        assert "flash_attn_2_cuda.py" in zf.namelist(), "upstream's extension module name, at the wheel's top level"
+        names = zf.namelist()
+        assert "flash_attn_2_cuda.py" in names, "upstream's extension module name, at the wheel's top level"
+        # the label and index rules the runtime imports (pyproject.toml wheel.packages), beside flash_attn
+        assert {f"flash_attn_wheel_names/{m}.py" for m in ("__init__", "label", "install")} <= set(names), names
     python = smoke.make_venv(tmp_path / "venv")  # system site-packages: the machine's torch (and triton)
     work = tmp_path / "work"
     work.mkdir()
