@@ -44,6 +44,16 @@
 #              the first call's run of test_rotary.py on upstream's own modules, UP_ABIS (exact stable)
 #              picks and orders the wheels whose upstream tests run
 #
+# The release set
+#   release    [issue 38] call it until it says "release: all done" (~3 calls, ~27 device minutes): the
+#              release kernel set (72 units) for sm_90 as the release workflow builds it: SHARDS (4x4)
+#              shard builds at once, gathered, the exact wheel linked (bench/build.py --sharded, detached),
+#              the stable-ABI wheel linked from the same gathered archive as soon as it exists; then on
+#              each wheel `python -m flash_attn` with its import time and sizes, transformers'
+#              flash_attention_2 test and upstream's own tests (UP_SAMPLE, default 1500, every test
+#              function; the summary counts per kernel head dim). Returns the shards' .ninja_log files
+#              (per-unit compile seconds: lab/unit_costs.py). BENCH=1 adds the kernel benchmark.
+#
 # Switches (environment): JOBS (16) and TREE_JOBS (JOBS) size the two builds; WITH_TREE=1 starts the
 # tree's build beside ours in the build phase (both fit 128 GB at JOBS=12 TREE_JOBS=6); TIMED=0 leaves
 # the timed steps out of `test` (run `bench` next); LOAD_COST=0 skips the ci builds and the load-cost
@@ -79,7 +89,7 @@
 #            --upstream-mode units), 16 jobs, alone on the machine -> build benchmark
 # The A-1 builds of the first lease (threshold 8 / 0 / broken) are in lab/evidence/h200-2026-11-29.
 set -u
-phase=${1:?usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable|host|dropin}
+phase=${1:?usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable|host|dropin|release}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=${W:-/tmp/fa}
 OUT=${OUT:-$W/out}
@@ -327,6 +337,76 @@ wait_part() {  # name function: start the part detached unless done or running, 
   return 1
 }
 
+build_preflight() {  # phase: release.build.wheels builds with `python -m build --no-isolation` and its
+  # dependency check (pyproject's build requires: scikit-build-core, cmake, ninja as Python packages)
+  # and retags with `wheel`
+  [ "${FLASH_ATTN_BENCH_SHARDED_FAKE:-0}" = 1 ] && return 0
+  python3 -c 'import build, packaging, wheel, ninja, scikit_build_core' 2> "$R/preflight.txt" && return 0
+  echo "$1: missing Python packages ($(tail -1 "$R/preflight.txt")); carry their wheels in .whl/ (build, packaging, wheel>=0.48, ninja, scikit-build-core, cmake, pathspec)"
+  return 1
+}
+
+# The release phase: the stable-ABI wheel from the sharded part's gathered archive ($KERNELS)
+stable_link() {
+  python3 -m release.build.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" --sdist "$SDIST" \
+    --jobs "$JOBS" --kernels "$KERNELS" --torch-abi stable --no-smoke --build-root "$W/stable_root" --out "$W/host_stable"
+}
+release_wait() {  # the sharded part (detached), and the stable link once its gathered archive exists;
+  # 0 when the sharded part is done, 1 when it failed, 2 when this call's time ran out
+  local waited=0
+  [ -f "$W/sharded.done" ] || [ -f "$W/sharded.failed" ] || running sharded || background sharded sharded_build sharded_part
+  while :; do
+    KERNELS=$(ls -d "$W"/bs/sharded/gathered/kernels-* 2>/dev/null | head -1)
+    export KERNELS
+    if [ -n "$KERNELS" ] && [ ! -f "$W/stablelink.done" ] && [ ! -f "$W/stablelink.failed" ] && ! running stablelink; then
+      background stablelink stable_link
+    fi
+    [ -f "$W/sharded.done" ] && return 0
+    { [ -f "$W/sharded.failed" ] || ! running sharded; } && return 1
+    [ "$(left 40)" -le 1 ] && return 2
+    sleep 10; waited=$((waited + 10))
+    [ $((waited % 60)) = 0 ] && { printf '%4ss building:\n' "$waited"; shard_progress; }
+  done
+}
+release_report() {  # what the release phase returns besides its step outputs: records, logs, ninja logs
+  local f k
+  cp "$W"/bs/*.json "$W"/bs/build_sharded.md "$R/" 2>/dev/null
+  cp "$W"/bs/sharded/logs/*.log "$W/stablelink.log" "$R/" 2>/dev/null
+  for f in "$W"/bs/sharded/root-*/kernels-*/.ninja_log; do
+    [ -f "$f" ] || continue
+    k=$(echo "$f" | sed -n 's|.*/root-\([0-9]*\)/.*|\1|p')
+    cp "$f" "$R/ninja_log_shard$k.txt"
+  done
+}
+release_facts() {  # abi: the installed wheel's build info, import time, wheel and library sizes
+  local wheel
+  wheel=$(ls "$W/host_$1"/flash_attn-*.whl | head -1)
+  echo "wheel: $(basename "$wheel") $(stat -c %s "$wheel") bytes"
+  unzip -l "$wheel" | grep -E '_C_.*\.so|build_info' || true
+  python3 -c 'import time; t = time.perf_counter(); import flash_attn; print(f"import flash_attn: {time.perf_counter() - t:.2f} s (first, cold)")'
+  python3 -c 'import time; t = time.perf_counter(); import flash_attn; print(f"import flash_attn: {time.perf_counter() - t:.2f} s (warm)")'
+  python3 -m flash_attn
+}
+release_install() {  # abi wheel: install it into $W/site_<abi> unless that holds it already
+  if [ "$(cat "$W/site_$1/.from" 2>/dev/null)" != "$2" ]; then
+    rm -rf "$W/site_$1"; python3 -m pip install -q --no-deps --no-index --target "$W/site_$1" "$2" || exit 3
+    echo "$2" > "$W/site_$1/.from"
+  fi
+}
+release_up() {  # abi: upstream's tests of that wheel, detached from a copy of the sources; waits; 0 when done
+  local abi=$1
+  [ -f "$W/up$abi.done" ] || [ -f "$W/up$abi.failed" ] || running "up$abi" || {
+    rm -rf "$W/tree_$abi" && mkdir -p "$W/tree_$abi" &&
+      cp -r "$ROOT/src" "$ROOT/flash_attn" "$ROOT/cmake" "$ROOT/build-manifest.json" "$ROOT/pyproject.toml" "$W/tree_$abi/" &&
+      background "up$abi" "up_$abi" up_tests; }
+  wait_for "up$abi" "$(left 15)"
+  cp "$W/up$abi.log" "$R/upstream_$abi.txt" 2>/dev/null
+  cp "$W/once/up_$abi/upstream_tests.json" "$R/upstream_tests_$abi.json" 2>/dev/null
+  tail -n 24 "$W/up$abi.log"
+  [ -f "$W/up$abi.failed" ] && rc=1
+  [ -f "$W/up$abi.done" ] || [ -f "$W/up$abi.failed" ]
+}
+
 case "$phase" in
 build)
   {
@@ -434,10 +514,7 @@ shards)
   shards_machine
   # release.build.wheels builds with `python -m build --no-isolation` and its dependency check (pyproject's
   # build requires: scikit-build-core, cmake, ninja as Python packages) and retags with `wheel`
-  if [ "${FLASH_ATTN_BENCH_SHARDED_FAKE:-0}" != 1 ] && ! python3 -c 'import build, packaging, wheel, ninja, scikit_build_core' 2> "$R/preflight.txt"; then
-    echo "shards: missing Python packages ($(tail -1 "$R/preflight.txt")); carry their wheels in .whl/ (build, packaging, wheel>=0.48, ninja, scikit-build-core, cmake, pathspec)"
-    exit 3
-  fi
+  build_preflight shards || exit 3
   report() { cp "$W"/bs/build_sharded.md "$W"/bs/build_sharded.json "$W"/bs/*.json "$R/" 2>/dev/null
     cp "$W"/bs/sharded/logs/*.log "$W"/bs/unsharded/logs/*.log "$R/" 2>/dev/null; }
   if [ -n "${SHARDED_JSON:-}" ] && [ ! -f "$W/sharded.done" ]; then  # a later lease: the sharded part's record
@@ -650,5 +727,58 @@ dropin)
   if [ "$rc" = 0 ]; then echo "dropin: all done"; else echo "dropin: all steps ran; some failed (rc $rc)"; fi
   exit $rc
   ;;
-*) echo "usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable|host|dropin" >&2; exit 2 ;;
+release)
+  # Issue 38 on the GPU (see the header). Each call goes as far as its time allows and the next call
+  # goes on from there: the builds and upstream's tests run detached, finished steps are not rerun.
+  KSET=${REL_KSET:-release}
+  UP_SAMPLE=${UP_SAMPLE:-1500}
+  # upstream's tests take up to ~9 GiB of GPU memory per pytest-xdist worker (2 x 8 workers ran an
+  # H200 out of memory: lab/evidence/h200-2026-12-02-dropin-2): 8 workers, fewer on a smaller GPU
+  gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
+  UP_JOBS=${UP_JOBS:-$(( ${gpu_mib:-81920} / 1024 / 12 > 8 ? 8 : ${gpu_mib:-81920} / 1024 / 12 ))}
+  export KSET UP_SAMPLE UP_JOBS
+  shards_machine
+  build_preflight release || exit 3
+  release_wait; status=$?
+  release_report
+  if [ "$status" = 1 ]; then echo "release: the sharded build failed"; tail -n 30 "$W/sharded.log"; exit 1; fi
+  if [ "$status" = 2 ]; then echo "release: still building (call the release phase again at once)"; exit 1; fi
+  exact=$(ls "$W"/bs/wheel/flash_attn-*.whl | head -1)
+  mkdir -p "$W/host_exact" && cp -p "$exact" "$W/host_exact/" && exact="$W/host_exact/$(basename "$exact")"
+  sha256sum "$exact" | tee "$R/wheel_exact.sha256"
+  release_install exact "$exact"
+  mkdir -p "$W/tf" && cp "$ROOT/tests/gpu/test_transformers_fa2.py" "$W/tf/"
+  cd "$W" || exit 3  # never import the checkout's flash_attn/
+  PYTHONPATH="$W/site_exact:$PYTHONPATH" once release_facts_exact 400 bash -c "$(declare -f release_facts); release_facts exact" || rc=1
+  PYTHONPATH="$W/site_exact:$PYTHONPATH" once release_transformers_exact 380 python3 -m pytest -c /dev/null \
+    -p no:cacheprovider -q -s --rootdir "$W/tf" "$W/tf/test_transformers_fa2.py" || rc=1
+  # upstream's tests of the exact wheel run detached while the stable link finishes
+  [ -f "$W/upexact.done" ] || [ -f "$W/upexact.failed" ] || running upexact || {
+    rm -rf "$W/tree_exact" && mkdir -p "$W/tree_exact" &&
+      cp -r "$ROOT/src" "$ROOT/flash_attn" "$ROOT/cmake" "$ROOT/build-manifest.json" "$ROOT/pyproject.toml" "$W/tree_exact/" &&
+      background upexact up_exact up_tests; }
+  wait_for stablelink "$(left 30)" || {
+    if [ -f "$W/stablelink.failed" ]; then echo "release: the stable link failed"; tail -n 30 "$W/stablelink.log"; rc=1
+    else echo "release: the stable link is not done (call the release phase again at once)"; exit 1; fi; }
+  stable=$(ls "$W"/host_stable/flash_attn-*.whl 2>/dev/null | head -1)
+  if [ -n "$stable" ]; then
+    sha256sum "$stable" | tee "$R/wheel_stable.sha256"
+    release_install stable "$stable"
+    PYTHONPATH="$W/site_stable:$PYTHONPATH" once release_facts_stable 200 bash -c "$(declare -f release_facts); release_facts stable" || rc=1
+  fi
+  release_up exact || { echo "release: upstream tests of the exact wheel still running; call the release phase again at once"; exit 1; }
+  if [ -n "$stable" ]; then
+    PYTHONPATH="$W/site_stable:$PYTHONPATH" once release_transformers_stable 150 python3 -m pytest -c /dev/null \
+      -p no:cacheprovider -q -s --rootdir "$W/tf" "$W/tf/test_transformers_fa2.py" || rc=1
+    release_up stable || { echo "release: upstream tests of the stable wheel still running; call the release phase again at once"; exit 1; }
+  fi
+  if [ "${BENCH:-0}" = 1 ]; then
+    once release_bench_latency 5 python3 "$ROOT/bench/latency.py" --out "$W/once/rel_kernels" --rounds 1 \
+      --build "exact=$W/site_exact" --build "stable=$W/site_stable" || rc=1
+    cp "$W"/once/rel_kernels/*.md "$W"/once/rel_kernels/*.json "$R/" 2>/dev/null
+  fi
+  if [ "$rc" = 0 ]; then echo "release: all done"; else echo "release: all steps ran; some failed (rc $rc)"; fi
+  exit $rc
+  ;;
+*) echo "usage: device_session.sh build|test|upstream|tree|bench|opcheck|shards|unsharded|stable|host|dropin|release" >&2; exit 2 ;;
 esac

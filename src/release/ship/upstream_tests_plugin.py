@@ -11,7 +11,9 @@ test, it only chooses which collected cases run and counts what they did:
 * ``--fa-sample N --fa-seed S``: at most N of the kept cases, drawn reproducibly from S and spread
   over the test functions (round robin over the functions, each shuffled by the seed), so a sample
   smaller than the suite still reaches every function.
-* ``--fa-summary FILE``: the per-function counts as JSON (also printed as a table).
+* ``--fa-summary FILE``: the per-function counts as JSON (also printed as a table), and the same
+  counts per kernel head dim (``kernel_head_dims``: which of the wheel's kernels the cases ran;
+  cases without ``d`` count under ``none``), so a run shows that every head dim was exercised.
 * :data:`KNOWN_FAILURES`: cases that fail with upstream's own Python modules alone on the running
   torch or Triton (measured without this project's wheel, docs/upstream-python.md) are marked as
   expected failures, with the environment fact as the reason, only where that fact holds. They
@@ -178,11 +180,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = sampled
+    for item in sampled:  # travels with each report, also from pytest-xdist workers to the controller
+        d = getattr(getattr(item, "callspec", None), "params", {}).get("d")
+        item.user_properties.append((KERNEL_DIM_PROPERTY, None if d is None else kernel_head_dim(int(d), kernel_dims)))
     mark_known_failures(items)
     config.stash[_SELECTED] = len(sampled)
 
 
 _COUNTS = pytest.StashKey[dict]()
+_DIM_COUNTS = pytest.StashKey[dict]()
+KERNEL_DIM_PROPERTY = "fa_kernel_head_dim"
 _SELECTED = pytest.StashKey[int]()
 
 
@@ -191,7 +198,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     config = _CONFIG.get("config")
     if config is None or _COUNTS not in config.stash:
         return
-    counts = config.stash[_COUNTS][function_of(report.nodeid)]
+    dim = dict(report.user_properties).get(KERNEL_DIM_PROPERTY)
+    for counts in (config.stash[_COUNTS][function_of(report.nodeid)], config.stash[_DIM_COUNTS][str(dim).lower()]):
+        _count(counts, report)
+
+
+def _count(counts: dict, report: pytest.TestReport) -> None:
+    """Add one report's outcome to ``counts`` (OUTCOMES -> int): the call phase's outcome, a setup
+    that did not pass (skipped or error) or a failed teardown (error)."""
     if report.when == "call":
         if hasattr(report, "wasxfail") and report.skipped:
             counts["xfailed"] += 1
@@ -212,6 +226,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Counted where the reports arrive: this process, or the controller of pytest-xdist workers.
     _CONFIG["config"] = config
     config.stash[_COUNTS] = defaultdict(lambda: dict.fromkeys(OUTCOMES, 0))
+    config.stash[_DIM_COUNTS] = defaultdict(lambda: dict.fromkeys(OUTCOMES, 0))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -225,6 +240,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         for o in OUTCOMES:
             total[o] += row[o]
     terminalreporter.write_line(f"{'total':<{width}}  " + "  ".join(f"{total[o]:>7}" for o in OUTCOMES))
+    for dim, row in sorted(config.stash.get(_DIM_COUNTS, {}).items()):
+        terminalreporter.write_line(
+            f"{'kernel head dim ' + dim:<{width}}  " + "  ".join(f"{row[o]:>7}" for o in OUTCOMES)
+        )
     summary = config.getoption("fa_summary")
     if summary:
         record = {
@@ -235,6 +254,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             "sample": config.getoption("fa_sample"),
             "seed": config.getoption("fa_seed"),
             "functions": counts,
+            "kernel_head_dims": dict(sorted(config.stash.get(_DIM_COUNTS, {}).items())),
             "total": total,
             "exit_status": int(exitstatus),
         }

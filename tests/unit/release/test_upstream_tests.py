@@ -103,6 +103,13 @@ def test_plugin_deselects_other_head_dims_samples_and_counts(tmp_path):
         "error": 0,
     }
     assert record["functions"]["test_shape.py::test_skips"]["skipped"] == 2
+    # the same counts per kernel head dim: d 40 and 64 ran the 64 kernel (plus the two skips), d 111
+    # and 128 the 128 kernel (with the failure), the rotary-like case has no head dim
+    dims = record["kernel_head_dims"]
+    assert sorted(dims) == ["128", "64", "none"]
+    assert (dims["64"]["passed"], dims["64"]["skipped"]) == (8, 2)
+    assert (dims["128"]["passed"], dims["128"]["failed"]) == (7, 1) and dims["none"]["passed"] == 1
+    assert "kernel head dim 128" in proc.stdout
     assert record["total"]["passed"] == 16 and "upstream tests per function" in proc.stdout
     assert "8 deselected" in proc.stdout
 
