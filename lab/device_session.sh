@@ -50,8 +50,9 @@
 #              shard builds at once, gathered, the exact wheel linked (bench/build.py --sharded, detached),
 #              the stable-ABI wheel linked from the same gathered archive as soon as it exists; then on
 #              each wheel `python -m flash_attn` with its import time and sizes, transformers'
-#              flash_attention_2 test and upstream's own tests (UP_SAMPLE, default 1500, every test
-#              function; the summary counts per kernel head dim). Returns the shards' .ninja_log files
+#              flash_attention_2 test and upstream's own tests (both wheels at once, half the GPU's
+#              workers each; UP_SAMPLE, default 1500, every test function; the summary counts per
+#              kernel head dim). Returns the shards' .ninja_log files
 #              (per-unit compile seconds: lab/unit_costs.py). BENCH=1 adds the kernel benchmark.
 #
 # Switches (environment): JOBS (16) and TREE_JOBS (JOBS) size the two builds; WITH_TREE=1 starts the
@@ -747,31 +748,37 @@ release)
   mkdir -p "$W/host_exact" && cp -p "$exact" "$W/host_exact/" && exact="$W/host_exact/$(basename "$exact")"
   sha256sum "$exact" | tee "$R/wheel_exact.sha256"
   release_install exact "$exact"
-  mkdir -p "$W/tf" && cp "$ROOT/tests/gpu/test_transformers_fa2.py" "$W/tf/"
-  cd "$W" || exit 3  # never import the checkout's flash_attn/
-  PYTHONPATH="$W/site_exact:$PYTHONPATH" once release_facts_exact 400 bash -c "$(declare -f release_facts); release_facts exact" || rc=1
-  PYTHONPATH="$W/site_exact:$PYTHONPATH" once release_transformers_exact 380 python3 -m pytest -c /dev/null \
-    -p no:cacheprovider -q -s --rootdir "$W/tf" "$W/tf/test_transformers_fa2.py" || rc=1
-  # upstream's tests of the exact wheel run detached while the stable link finishes
-  [ -f "$W/upexact.done" ] || [ -f "$W/upexact.failed" ] || running upexact || {
-    rm -rf "$W/tree_exact" && mkdir -p "$W/tree_exact" &&
-      cp -r "$ROOT/src" "$ROOT/flash_attn" "$ROOT/cmake" "$ROOT/build-manifest.json" "$ROOT/pyproject.toml" "$W/tree_exact/" &&
-      background upexact up_exact up_tests; }
   wait_for stablelink "$(left 30)" || {
     if [ -f "$W/stablelink.failed" ]; then echo "release: the stable link failed"; tail -n 30 "$W/stablelink.log"; rc=1
     else echo "release: the stable link is not done (call the release phase again at once)"; exit 1; fi; }
+  abis=exact
   stable=$(ls "$W"/host_stable/flash_attn-*.whl 2>/dev/null | head -1)
   if [ -n "$stable" ]; then
     sha256sum "$stable" | tee "$R/wheel_stable.sha256"
     release_install stable "$stable"
-    PYTHONPATH="$W/site_stable:$PYTHONPATH" once release_facts_stable 200 bash -c "$(declare -f release_facts); release_facts stable" || rc=1
+    abis="exact stable"
   fi
-  release_up exact || { echo "release: upstream tests of the exact wheel still running; call the release phase again at once"; exit 1; }
-  if [ -n "$stable" ]; then
-    PYTHONPATH="$W/site_stable:$PYTHONPATH" once release_transformers_stable 150 python3 -m pytest -c /dev/null \
+  # upstream's tests of both wheels at once, detached, each with half the workers the GPU holds
+  UP_JOBS=$(( UP_JOBS / 2 > 0 ? UP_JOBS / 2 : 1 ))
+  export UP_JOBS
+  for abi in $abis; do
+    [ -f "$W/up$abi.done" ] || [ -f "$W/up$abi.failed" ] || running "up$abi" || {
+      rm -rf "$W/tree_$abi" && mkdir -p "$W/tree_$abi" &&
+        cp -r "$ROOT/src" "$ROOT/flash_attn" "$ROOT/cmake" "$ROOT/build-manifest.json" "$ROOT/pyproject.toml" "$W/tree_$abi/" &&
+        background "up$abi" "up_$abi" up_tests; }
+  done
+  mkdir -p "$W/tf" && cp "$ROOT/tests/gpu/test_transformers_fa2.py" "$W/tf/"
+  cd "$W" || exit 3  # never import the checkout's flash_attn/
+  for abi in $abis; do
+    PYTHONPATH="$W/site_$abi:$PYTHONPATH" once "release_facts_$abi" 30 bash -c "$(declare -f release_facts); release_facts $abi" || rc=1
+  done
+  for abi in $abis; do
+    PYTHONPATH="$W/site_$abi:$PYTHONPATH" once "release_transformers_$abi" 20 python3 -m pytest -c /dev/null \
       -p no:cacheprovider -q -s --rootdir "$W/tf" "$W/tf/test_transformers_fa2.py" || rc=1
-    release_up stable || { echo "release: upstream tests of the stable wheel still running; call the release phase again at once"; exit 1; }
-  fi
+  done
+  for abi in $abis; do
+    release_up "$abi" || { echo "release: upstream tests of the $abi wheel still running; call the release phase again at once"; exit 1; }
+  done
   if [ "${BENCH:-0}" = 1 ]; then
     once release_bench_latency 5 python3 "$ROOT/bench/latency.py" --out "$W/once/rel_kernels" --rounds 1 \
       --build "exact=$W/site_exact" --build "stable=$W/site_stable" || rc=1
