@@ -24,10 +24,15 @@ def test_measured_units_cost_their_seconds_relative_to_fwd_hdim128():
     assert abs(ks.parse_unit("bwd_hdim64_bf16_causal").cost - 191.8 / 228.8) < 1e-9
 
 
-def test_head_dims_above_128_follow_design_md():
-    # fwd hdim192 causal 109 s and bwd hdim256 317 s (docs/design.md), within 10 %
+def test_head_dims_above_128_take_their_own_measurement():
+    # 192 and 256 were measured on an H100 host (lab/evidence/h100-2026-12-07-release-partial): their
+    # seconds are used as they are, no above_factor; fwd hdim192 causal agrees with docs/design.md's
+    # 109 s from the H200 within 10 %
+    assert abs(ks.parse_unit("bwd_hdim256_fp16").cost * 228.8 - 261.7) < 1e-6
+    assert abs(ks.parse_unit("fwd_split_hdim192_bf16_causal").cost * 228.8 - 164.3) < 1e-6
     assert abs(ks.parse_unit("fwd_hdim192_fp16_causal").cost * 228.8 / 109 - 1) < 0.1
-    assert abs(ks.parse_unit("bwd_hdim256_fp16").cost * 228.8 / 317 - 1) < 0.1
+    # 96 is still unmeasured: it takes 128's seconds (the tie goes to the larger)
+    assert ks.parse_unit("bwd_hdim96_fp16").cost == ks.parse_unit("bwd_hdim128_fp16").cost
     release = _order("release")
     assert release.index("bwd_hdim256_fp16") < release.index("fwd_hdim256_fp16")
 
