@@ -165,7 +165,8 @@ def plan(
                 )
             )
         disk = disk_gib("gather", os_name, group, len(units))
-        jobs.append(_job("gather", f"gather-{bid}", os_name, len(units), gather_job_minutes(), names, disk))
+        # gather is a file merge on Linux for every OS's archives (release.yml runs-on, matrix.gather_entries)
+        jobs.append(_job("gather", f"gather-{bid}", GATHER_OS, len(units), gather_job_minutes(), names, disk))
         cpu_after += sum(unit_cpu_seconds(u, sass_targets(group), runner) for u in units)
     for e in entries:
         gather = f"gather-{matrix.kernels_build(e['os'], e['cuda'], e['group'])}"
