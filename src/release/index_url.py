@@ -30,7 +30,7 @@ _PLACEHOLDER_RE = re.compile(r"OWNER|REPO\b|<[^>]*>|\{[^}]*\}|example\.(?:org|co
 
 def check_repository(repo: str) -> str:
     """`repo` if it is ``owner/name`` as GitHub spells them; ReleaseError otherwise."""
-    if not _REPO_RE.match(repo or "") or repo.split("/")[1] in (".", ".."):
+    if not _REPO_RE.fullmatch(repo or "") or repo.split("/")[1] in (".", ".."):
         raise ReleaseError(f"{repo!r} is not a GitHub repository (owner/name); pass $GITHUB_REPOSITORY")
     return repo
 

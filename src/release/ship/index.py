@@ -79,8 +79,8 @@ def variant_of_name(name: str) -> str:
     """The variant (:func:`variant`) of a release wheel from its file name alone (index.yml has no wheel,
     only SHA256SUMS): ``...+cu130torchstable2.11.legacy.rev1-...`` -> ``cu13/legacy/stable``. ReleaseError for
     any name that is not a plain release wheel name of this project (a path, another kernel set, junk)."""
-    m = _WHEEL_RE.match(name)
-    label = _LABEL_RE.match(m.group(2)) if m else None
+    m = _WHEEL_RE.fullmatch(name)
+    label = _LABEL_RE.fullmatch(m.group(2)) if m else None
     if label is None:
         raise ReleaseError(f"{name!r} is not a release wheel name of flash_attn (plain file name, release label)")
     major = int(label["cu"][:2])  # cu130 -> 13, cu126 -> 12: the last digit is the minor
@@ -90,7 +90,7 @@ def variant_of_name(name: str) -> str:
 def published_tags(releases: list[dict]) -> list[str]:
     """The tags of the published (non-draft) releases among `releases` (release.ship.gates.read_releases
     rows) whose tag is ``v<version>-rev<N>``, sorted; other tags are skipped, drafts never listed."""
-    return sorted({r["tag_name"] for r in releases if not r["draft"] and TAG_RE.match(r["tag_name"])})
+    return sorted({r["tag_name"] for r in releases if not r["draft"] and TAG_RE.fullmatch(r["tag_name"])})
 
 
 def published_entries(releases: list[dict], sums_dir: Path, repo: str) -> dict[str, list[dict]]:
