@@ -398,10 +398,13 @@ _GH_PERMISSIONS = [
 ]
 
 
-def step_permissions(step: dict) -> dict[str, str]:
+def step_permissions(step: dict, ctx: dict | None = None) -> dict[str, str]:
     """{scope: level} the GITHUB_TOKEN needs for `step` (empty when it needs nothing the rehearsal knows).
-    download-artifact with ``run-id`` reads another run's artifacts: ``actions: read``."""
+    download-artifact with ``run-id`` reads another run's artifacts: ``actions: read``. With `ctx`
+    (the step's expression context) an input is judged by its value (``run-id: ''`` reads this run)."""
     need: dict[str, str] = {}
+    if ctx is not None and step.get("with"):
+        step = step | {"with": {k: to_string(interpolate(v, ctx)) for k, v in step["with"].items()}}
 
     def add(scope: str, level: str) -> None:
         if LEVELS[level] > LEVELS[need.get(scope, "none")]:
@@ -433,3 +436,8 @@ def rerun_selection(jobs: dict, results: dict[str, str]) -> set[str]:
     `results` maps job id (a matrix job as a whole) to its result."""
     failed = {j for j, r in results.items() if r in ("failure", "cancelled")}
     return failed | {j for j in jobs if transitive_needs(jobs, j) & failed}
+
+
+def transitive_dependents(jobs: dict, job_id: str) -> list[str]:
+    """The jobs that need `job_id`, directly or through another (what its failure holds back)."""
+    return [j for j in jobs if job_id in transitive_needs(jobs, j)]

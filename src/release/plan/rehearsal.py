@@ -43,7 +43,7 @@ from pathlib import Path
 from flash_attn_wheel_names import label as wheel_label
 from release import _paths
 from release.errors import ReleaseError, run_main
-from release.plan import gha
+from release.plan import gha, pwsh_args
 
 WORKFLOW = _paths.REPO_ROOT / ".github" / "workflows" / "release.yml"
 BASH = ["bash", "--noprofile", "--norc", "-eo", "pipefail"]  # GitHub's `shell: bash` on Linux
@@ -64,7 +64,7 @@ def load_workflow(path: Path = WORKFLOW) -> dict:
 
 @dataclass
 class Scenario:
-    """One run of the workflow: its event, ref and inputs, the manifest edits, and what must happen."""
+    """One run of a workflow: its event, ref and inputs, the manifest edits, and what must happen."""
 
     name: str
     event: str
@@ -74,39 +74,55 @@ class Scenario:
     expect_run: tuple[str, ...]  # jobs that must run and succeed
     expect_skip: tuple[str, ...]  # jobs that must be skipped
     from_run: str = ""
+    workflow: str = "release.yml"
+    expect_fail: tuple[str, ...] = ()  # jobs that must fail (a refusal the run exists to show)
+    fail_job: str = ""  # attempt 1: this job's first run: step fails; then "Re-run failed jobs"
+    payload: dict = field(default_factory=dict)  # github.event beyond the repository
 
 
 @dataclass
 class JobResult:
-    result: str  # success, failure, skipped
+    result: str  # success, failure, skipped, cancelled
     outputs: dict = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
 
 
-class Rehearsal:
-    """Runs scenarios of one workflow under `root` (workspace, artifacts, fake image, logs)."""
+DEFAULT_BRANCH = "main"
+# Environments and the refs they accept: github-pages is created by GitHub with Pages by Actions and
+# accepts the default branch only (actions/deploy-pages README; docs/ci.md).
+ENVIRONMENTS = {"github-pages": lambda ref: ref == f"refs/heads/{DEFAULT_BRANCH}"}
+WINDOWS_ENV = {"BUILD_ROOT": "C:\\b", "KERNELS_DIR": "kernels/kernels-x"}  # GITHUB_ENV of earlier steps
 
-    def __init__(self, root: Path, workflow: dict, repo: Path = _paths.REPO_ROOT, log=print):
+
+class Rehearsal:
+    """Runs scenarios of the workflows under `root` (workspace, artifacts, fake image, fake GitHub, logs)."""
+
+    def __init__(
+        self, root: Path, workflow: dict, repo: Path = _paths.REPO_ROOT, log=print, workflows: dict | None = None
+    ):
         self.root, self.wf, self.repo, self.log = root, workflow, repo, log
+        self.wfs = {"release.yml": workflow} | (workflows or {})
         self.work = root / "work" / "repo" / "repo"  # GITHUB_WORKSPACE, the same path for every job
         self.temp = root / "work" / "_temp"  # RUNNER_TEMP
         self.image = root / "image"
         self.bin = root / "bin"
+        self.github = root / "github"  # the fake GitHub's store (release.plan.fake_github)
         self.runs: dict[str, dict] = {}  # run id -> {"sha", "tag", "event"}
+        self.results: dict[str, dict[str, JobResult]] = {}  # run id -> the latest attempt's job results
         self.sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=repo).stdout.strip()
         self._stubs()
 
     # --- the machine the jobs run on -------------------------------------------------------------------------
     def _stubs(self) -> None:
-        """`gh` (dry run: records its arguments; `gh api .../runs/ID` answers from the recorded runs)."""
+        """`gh`: the fake GitHub (release.plan.fake_github) on this rehearsal's store."""
         self.bin.mkdir(parents=True, exist_ok=True)
+        (self.github / "runs").mkdir(parents=True, exist_ok=True)
         gh = self.bin / "gh"
         gh.write_text(
             "#!/usr/bin/env bash\n"
             f'echo "gh $*" >> "{self.root}/gh.log"\n'
-            'if [ "$1" = api ]; then id="${2##*/}"; cat "' + str(self.root) + '/runs/$id.json"; exit $?; fi\n'
-            'if [ "$1 $2" = "release view" ]; then exit 1; fi\n'
-            "exit 0\n",
+            f'PYTHONPATH="{_paths.REPO_ROOT / "src"}" exec "{sys.executable}" -m release.plan.fake_github '
+            f'--store "{self.github}" "$@"\n',
             encoding="utf-8",
         )
         gh.chmod(0o755)
@@ -140,71 +156,98 @@ class Rehearsal:
 
     # --- a run --------------------------------------------------------------------------------------------
     def run(self, sc: Scenario, run_id: str, manifest: Path) -> list[str]:
-        """Run every job of the workflow for `sc`; returns the problems (empty: it did what it must)."""
+        """Run the workflow of `sc` as GitHub would: jobs by needs:, and with ``sc.fail_job`` a first
+        attempt in which that job fails, then "Re-run failed jobs" (attempt 2: the failed jobs and
+        their dependents; the others keep their results, outputs and artifacts). Returns the problems
+        (empty: it did what it must)."""
+        self.wf = self.wfs[sc.workflow]
         tag = sc.ref.removeprefix("refs/tags/") if sc.ref.startswith("refs/tags/") else ""
         self.runs[run_id] = {"event": sc.event, "tag": tag}
-        (self.root / "runs").mkdir(exist_ok=True)
-        (self.root / "runs" / f"{run_id}.json").write_text(
+        (self.github / "runs" / f"{run_id}.json").write_text(
             json.dumps(
                 {
                     "id": int(run_id),
                     "event": sc.event,
                     "head_branch": tag or sc.ref.removeprefix("refs/heads/"),
                     "head_sha": self.sha,
-                    "path": ".github/workflows/release.yml",
+                    "path": f".github/workflows/{sc.workflow}",
                     "status": "completed",
                 }
             )
         )
         inputs = dict(sc.inputs) if sc.event == "workflow_dispatch" else {}
         if sc.event == "workflow_dispatch":
-            for key, spec in (self.wf["on"]["workflow_dispatch"].get("inputs") or {}).items():
+            for key, spec in ((self.wf["on"].get("workflow_dispatch") or {}).get("inputs") or {}).items():
                 inputs.setdefault(key, spec.get("default", ""))
+        repository = {"private": False, "default_branch": DEFAULT_BRANCH}
         github = {
             "event_name": sc.event,
             "ref": sc.ref,
             "sha": self.sha,
             "repository": REPOSITORY,
+            "run_id": run_id,
+            "run_attempt": "1",
             "token": "dry-run-token",
-            "event": {"repository": {"private": False}},
+            "event": {"repository": repository} | sc.payload,
         }
+        self.github_ctx = github  # the runner's GITHUB_* variables of this run
         base = {"github": github, "inputs": inputs, "vars": {}, "runner": {"os": "Linux", "temp": str(self.temp)}}
         env0 = {k: str(v) for k, v in (self.wf.get("env") or {}).items()}
+        jobs = self.wf["jobs"]
+        try:
+            order = gha.topological_order(jobs)
+        except gha.WorkflowError as e:
+            return [f"[{sc.name}] {e}"]
         results: dict[str, JobResult] = {}
         problems: list[str] = []
-        for job_id, job in self.wf["jobs"].items():
-            res = self._job(job_id, job, base, env0, results, run_id, manifest)
-            results[job_id] = res
-            self.log(f"[{sc.name}] job {job_id}: {res.result}")
-            problems += [f"[{sc.name}] {job_id}: {f}" for f in res.failures]
-        for job_id in sc.expect_run:
-            if results[job_id].result != "success":
-                problems.append(f"[{sc.name}] job {job_id} must run and succeed; it was {results[job_id].result}")
-        for job_id in sc.expect_skip:
-            if results[job_id].result != "skipped":
-                problems.append(f"[{sc.name}] job {job_id} must be skipped; it was {results[job_id].result}")
+        todo = set(order)
+        for attempt in (1, 2) if sc.fail_job else (1,):
+            github["run_attempt"] = str(attempt)
+            for job_id in [j for j in order if j in todo]:
+                inject = sc.fail_job == job_id and attempt == 1
+                res = self._job(job_id, jobs[job_id], base, env0, results, run_id, manifest, sc.ref, inject)
+                results[job_id] = res
+                self.log(f"[{sc.name}] job {job_id}: {res.result}" + (f" (attempt {attempt})" if attempt > 1 else ""))
+                if not inject:
+                    problems += [f"[{sc.name}] {job_id}: {f}" for f in res.failures]
+            if attempt == 1 and sc.fail_job:
+                if results[sc.fail_job].result != "failure":
+                    problems.append(f"[{sc.name}] attempt 1: the injected failure of {sc.fail_job} did not fail it")
+                late = [j for j in gha.transitive_dependents(jobs, sc.fail_job) if results[j].result == "success"]
+                problems += [f"[{sc.name}] attempt 1: {j} ran after {sc.fail_job} failed" for j in late]
+                todo = gha.rerun_selection(jobs, {j: r.result for j, r in results.items()})
+                self.log(f"[{sc.name}] re-run failed jobs: {', '.join(j for j in order if j in todo)}")
+        self.results[run_id] = results
+        for job_id, want in (
+            [(j, "success") for j in sc.expect_run]
+            + [(j, "skipped") for j in sc.expect_skip]
+            + [(j, "failure") for j in sc.expect_fail]
+        ):
+            if results[job_id].result != want:
+                problems.append(f"[{sc.name}] job {job_id} must end {want}; it was {results[job_id].result}")
+        if sc.expect_fail:
+            problems = [p for p in problems if not any(p.startswith(f"[{sc.name}] {j}: ") for j in sc.expect_fail)]
         return problems
 
-    def _ancestors(self, job_id: str) -> set[str]:
-        needs = self.wf["jobs"][job_id].get("needs") or []
-        needs = [needs] if isinstance(needs, str) else needs
-        out = set(needs)
-        for n in needs:
-            out |= self._ancestors(n)
-        return out
-
-    def _job(self, job_id, job, base, env0, results, run_id, manifest) -> JobResult:
-        needs = job.get("needs") or []
-        needs = [needs] if isinstance(needs, str) else needs
-        ancestors = self._ancestors(job_id)
+    def _job(self, job_id, job, base, env0, results, run_id, manifest, ref="", inject=False) -> JobResult:
+        needs = gha.needs_of(job)
+        ancestors = gha.transitive_needs(self.wf["jobs"], job_id)
         # Job-level status functions look at the whole chain of needs (actions/runner#2205).
         status = {
             "success": all(results[a].result == "success" for a in ancestors),
             "failure": any(results[a].result == "failure" for a in ancestors),
+            "cancelled": False,
         }
         ctx = base | {"needs": {n: {"result": results[n].result, "outputs": results[n].outputs} for n in needs}}
         if not gha.condition(job.get("if"), ctx, status):
             return JobResult("skipped")
+        env_name = job.get("environment")
+        env_name = gha.to_string(
+            gha.interpolate((env_name or {}).get("name") if isinstance(env_name, dict) else env_name, ctx)
+        )
+        if env_name in ENVIRONMENTS and not ENVIRONMENTS[env_name](ref):
+            why = f"{ref} is not allowed to deploy to {env_name} due to environment protection rules"
+            return JobResult("failure", failures=[why])
         strategy = (job.get("strategy") or {}).get("matrix")
         legs = [{}]
         if strategy is not None:
@@ -215,9 +258,11 @@ class Rehearsal:
             name = gha.to_string(gha.interpolate(job.get("name", job_id), leg_ctx))
             runs_on = gha.to_string(gha.interpolate(job.get("runs-on", ""), leg_ctx))
             if "windows" in runs_on:
-                self.log(f"  {name}: a Windows job, checked statically only")
-                continue
-            failures, outputs = self._steps(job_id, name, job, leg_ctx, env0, run_id, manifest)
+                failures = self._windows_leg(job_id, name, job, leg_ctx, env0)
+                outputs = {}
+            else:
+                failures, outputs = self._steps(job_id, name, job, leg_ctx, env0, run_id, manifest, inject)
+                inject = False  # one leg fails
             outcome.failures += failures
             if failures:
                 outcome.result = "failure"
@@ -228,8 +273,36 @@ class Rehearsal:
                 }
         return outcome
 
-    def _steps(self, job_id, name, job, ctx, env0, run_id, manifest):
+    def _windows_leg(self, job_id, name, job, ctx, env0) -> list[str]:
+        """A Windows leg, not executed: every pwsh step it would run has its entry point calls parsed
+        by their own argparse parsers (release.plan.pwsh_args), with the leg's environment; a step that
+        needs more of the token than the job has fails as on GitHub."""
+        self.log(f"  {name}: a Windows job: its pwsh steps' arguments through the entry points' parsers")
+        ctx = ctx | {"runner": {"os": "Windows", "temp": "D:\\a\\_temp"}}
+        granted = gha.job_permissions(self.wf, job)
+        job_env = env0 | {k: gha.to_string(gha.interpolate(v, ctx)) for k, v in (job.get("env") or {}).items()}
+        out = []
+        for step in job.get("steps") or []:
+            if not gha.condition(step.get("if"), ctx | {"steps": {}, "env": job_env}, {"success": True}):
+                continue
+            label = step.get("name") or step.get("uses")
+            missing = gha.missing_permissions(granted, gha.step_permissions(step))
+            if missing:
+                out.append(f"{name}: step {label!r} needs {', '.join(missing)}; job {job_id}'s token lacks it")
+            if "run" not in step or step.get("shell") not in ("pwsh", "powershell"):
+                continue
+            env = (
+                WINDOWS_ENV
+                | job_env
+                | {k: gha.to_string(gha.interpolate(v, ctx)) for k, v in (step.get("env") or {}).items()}
+            )
+            script = gha.interpolate(str(step["run"]), ctx | {"steps": {}, "env": job_env})
+            out += [f"{name}: step {label!r}: {msg}" for msg in pwsh_args.check_script(script, env)]
+        return out
+
+    def _steps(self, job_id, name, job, ctx, env0, run_id, manifest, inject=False):
         self.log(f"  job {name}")
+        granted = gha.job_permissions(self.wf, job)
         for fresh in (self.work, self.temp):  # a new runner: empty workspace and temp folder
             shutil.rmtree(fresh, ignore_errors=True)
             fresh.mkdir(parents=True)
@@ -264,6 +337,12 @@ class Rehearsal:
             outputs: dict[str, str] = {}
             start = time.monotonic()
             try:
+                missing = gha.missing_permissions(granted, gha.step_permissions(step, sctx))
+                if missing:  # GitHub answers 403 to the token of a job without the permission
+                    raise ReleaseError(f"needs {', '.join(missing)}; job {job_id}'s GITHUB_TOKEN lacks it (HTTP 403)")
+                if inject and "run" in step:
+                    inject = False
+                    raise ReleaseError("the injected failure of attempt 1 (then: re-run failed jobs)")
                 if "uses" in step:
                     self._action(step, sctx, env, store, added_path, added_env, job_env)
                 else:
@@ -306,6 +385,11 @@ class Rehearsal:
             "RUNNER_TEMP": str(self.temp),
             "RUNNER_OS": "Linux",
             "GITHUB_RUN_ID": run_id,
+            "GITHUB_RUN_ATTEMPT": self.github_ctx["run_attempt"],
+            "GITHUB_REPOSITORY": REPOSITORY,
+            "GITHUB_REF": self.github_ctx["ref"],
+            "GITHUB_EVENT_NAME": self.github_ctx["event_name"],
+            "GITHUB_SHA": self.sha,
             "FLASH_ATTN_MANIFEST": str(manifest),
             "PATH": os.pathsep.join([*added_path, str(self.bin), *_outer_path(env)]),
             "SCCACHE_DIR": str(self.root / "sccache"),
@@ -377,23 +461,49 @@ class Rehearsal:
             )
             self.log(f"      downloaded {len(names)} artifact(s) into {inputs.get('path', '.')}: {', '.join(names)}")
         elif action == "actions/upload-pages-artifact":
-            # The Pages site as the artifact deploy-pages takes (its README: name github-pages by default).
-            n = gha.upload_artifact(
-                store, inputs.get("name", "github-pages"), self.work / inputs["path"], False, "error"
-            )
-            self.log(f"      pages artifact: {n} files")
+            # The Pages site as the artifact deploy-pages takes (its README: name github-pages by default);
+            # it uploads without overwrite, so a second upload of one name in a run fails (409).
+            name = inputs.get("name") or "github-pages"
+            n = gha.upload_artifact(store, name, self.work / inputs["path"], False, "error")
+            self.log(f"      pages artifact {name}: {n} files")
         elif action == "actions/deploy-pages":
-            # Not emulated: the deployment itself; the artifact it would deploy must exist.
-            site = store / inputs.get("artifact_name", "github-pages")
+            # The deployment: the artifact's site becomes the fake GitHub's Pages site (one site: replaced).
+            site = store / (inputs.get("artifact_name") or "github-pages")
             if not site.is_dir():
-                raise ReleaseError(f"deploy-pages: no artifact {site.name} in this run")
-            n = sum(1 for f in site.rglob("*") if f.is_file())
-            (self.root / "gh.log").open("a").write(f"deploy pages {n} files (dry run)\n")
+                have = ", ".join(sorted(p.name for p in store.iterdir())) if store.is_dir() else "none"
+                raise ReleaseError(f"deploy-pages: no artifact {site.name} in this run (it has: {have})")
+            pages = self.github / "pages"
+            shutil.rmtree(pages, ignore_errors=True)
+            shutil.copytree(site, pages)
+            record = {
+                "run": store.name,
+                "ref": self.github_ctx["ref"],
+                "files": sum(1 for f in pages.rglob("*") if f.is_file()),
+            }
+            with (self.github / "deploys.jsonl").open("a") as f:
+                f.write(json.dumps(record) + "\n")
+            (self.root / "gh.log").open("a").write(f"deploy pages {record['files']} files\n")
         elif action == "actions/attest-build-provenance":
-            subjects = sorted(self.work.glob(inputs["subject-path"]))
-            (self.root / "gh.log").open("a").write(f"attest {len(subjects)} subjects (dry run)\n")
+            # Not made (no Sigstore here): the subjects and their sha256 are recorded; every file a
+            # release publishes must be among them (Rehearsal.unattested).
+            patterns = [p.strip() for p in inputs.get("subject-path", "").splitlines() if p.strip()]
+            subjects = sorted({f for p in patterns for f in self.work.glob(p) if f.is_file()})
+            record = {"run": store.name, "subjects": {f.name: _sha256(f) for f in subjects}}
+            with (self.github / "attestations.jsonl").open("a") as f:
+                f.write(json.dumps(record) + "\n")
+            (self.root / "gh.log").open("a").write(f"attest {len(subjects)} subjects\n")
         else:
             raise ReleaseError(f"the rehearsal does not know the action {action}")
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _outer_path(env: dict) -> list[str]:
@@ -436,8 +546,8 @@ def rehearsal_manifest(base: dict, toolkit: tuple[str, Path, str], edits: dict) 
     m["stable_abi"]["torch_min"] = edits["torch_min"]
     m["kernels"]["sets"] |= {k: {"units": v, "about": "rehearsal"} for k, v in edits["sets"].items()}
     m["release_plan"]["job_limit_minutes"] = edits["job_limit_minutes"]
-    # The package indexes are served at the rehearsal repository's Pages site (release.ship.index --pages-of).
-    m["package_index"]["url"] = "https://{}.github.io/{}/".format(*REPOSITORY.split("/"))
+    # package_index is left as it is: the real run derives the URL from GITHUB_REPOSITORY (release.index_url),
+    # which the rehearsal's runner sets; a value the real run would refuse must fail here too.
     # The hosted runners' setup estimates mean nothing here; only the compile model sizes the shards.
     m["release_plan"]["setup_minutes"] = {
         kind: dict.fromkeys(v, 0) for kind, v in m["release_plan"]["setup_minutes"].items()
@@ -455,9 +565,11 @@ def torch_index(root: Path) -> str:
 
 
 def scenarios(version: str, machine_torch: str) -> list[Scenario]:
-    """The three runs of the module docstring, in order (run 3 assembles run 2)."""
+    """The runs of the module docstring, in order (3, 4 and 6 assemble run 2; 5 and 6 are index.yml)."""
     tag = f"refs/tags/v{version}-rev{wheel_label.REVISION}"  # release.ship.gates.expected_tag
     build_jobs = ("matrix", "shard", "gather", "link", "assemble")
+    stable = {"torches": [machine_torch, machine_torch + SECOND_TORCH_SUFFIX], "torch_min": "2.11"}
+    assemble_only = ("matrix", "assemble", "publish")
     return [
         Scenario(
             "dispatch-ci",
@@ -466,28 +578,70 @@ def scenarios(version: str, machine_torch: str) -> list[Scenario]:
             {"kernel_set": "ci"},
             {"torches": [machine_torch], "torch_min": "99.0"},
             build_jobs,
-            ("publish", "index", "pages"),
+            ("publish",),
+        ),
+        Scenario("tag-push", "push", tag, {}, stable, (*build_jobs, "publish"), ()),
+        Scenario("from-run", "workflow_dispatch", tag, {}, stable, assemble_only, ("shard", "gather", "link"), "2"),
+        Scenario(
+            "re-run", "workflow_dispatch", tag, {}, stable, assemble_only, ("shard", "gather", "link"), "2",
+            fail_job="assemble",
         ),
         Scenario(
-            "tag-push",
-            "push",
-            tag,
-            {},
-            {"torches": [machine_torch, machine_torch + SECOND_TORCH_SUFFIX], "torch_min": "2.11"},
-            (*build_jobs, "publish", "index", "pages"),
-            (),
+            "published", "release", tag, {}, stable, ("dispatch",), ("build", "deploy"), workflow="index.yml",
+            payload={"release": {"tag_name": tag.removeprefix("refs/tags/"), "draft": False}},
         ),
         Scenario(
-            "from-run",
-            "workflow_dispatch",
-            tag,
-            {},
-            {"torches": [machine_torch, machine_torch + SECOND_TORCH_SUFFIX], "torch_min": "2.11"},
-            ("matrix", "assemble", "publish", "index", "pages"),
-            ("shard", "gather", "link"),
-            from_run="2",
+            "index", "workflow_dispatch", f"refs/heads/{DEFAULT_BRANCH}", {}, stable, ("build", "deploy"),
+            ("dispatch",), workflow="index.yml",
         ),
-    ]
+        Scenario(
+            "after-publish", "workflow_dispatch", tag, {}, stable, ("matrix", "assemble"), ("shard",), "2",
+            expect_fail=("publish",),
+        ),
+    ]  # fmt: skip
+
+
+PREVIOUS = "v2.8.3.post1-rev1"  # a release rehearsed before this one: the index must keep it
+PREVIOUS_WHEEL = "flash_attn-2.8.3.post1+cu130torchstable2.11.legacy.rev1-cp310-abi3-manylinux_2_28_x86_64.whl"
+
+
+def seed_previous_release(store: Path) -> None:
+    """The fake GitHub holds a published release from before: its SHA256SUMS names one wheel."""
+    from release.plan import fake_github
+
+    gh = fake_github.Store(store)
+    if gh.release(PREVIOUS) is None:
+        gh.create(PREVIOUS, draft=False)
+        (gh.assets(PREVIOUS) / "SHA256SUMS").write_text(f"{'ab' * 32}  {PREVIOUS_WHEEL}\n")
+
+
+def after_checks(store: Path, tag: str) -> list[str]:
+    """What must hold once every run is done: no published release was changed, every file of the
+    rehearsal's release is attested (same name and sha256), and the deployed index links this release
+    and the previous one and no draft."""
+    from release.plan import fake_github
+
+    gh = fake_github.Store(store)
+    problems = [f"a published release changed: {v}" for v in gh.read_log("violations.jsonl")]
+    attested = {(n, h) for rec in gh.read_log("attestations.jsonl") for n, h in rec["subjects"].items()}
+    for asset in sorted(gh.assets(tag).glob("*")) if gh.release(tag) else []:
+        if (asset.name, _sha256(asset)) not in attested:
+            problems.append(f"{tag}: {asset.name} is published without an attestation covering it")
+    if gh.release(tag) is None:
+        problems.append(f"no release {tag} was created")
+    pages = store / "pages"
+    links = set()
+    for page in pages.rglob("*.html") if pages.is_dir() else []:
+        links |= set(re.findall(r"/releases/download/([^/\"]+)/", page.read_text(encoding="utf-8")))
+    for want in (tag, PREVIOUS):
+        if want not in links:
+            problems.append(f"the deployed index does not list release {want} (it lists: {sorted(links)})")
+    drafts = {r["tag_name"] for r in gh.releases() if r["draft"]}
+    problems += [f"the deployed index links the draft release {t}" for t in sorted(links & drafts)]
+    deploys = gh.read_log("deploys.jsonl")
+    if [d for d in deploys if d["ref"] != f"refs/heads/{DEFAULT_BRANCH}"]:
+        problems.append(f"Pages deployed from a ref other than {DEFAULT_BRANCH}: {deploys}")
+    return problems
 
 
 def _shard_limit(manifest: Path) -> float:
@@ -507,31 +661,56 @@ def _shard_limit(manifest: Path) -> float:
     return round((one + two) / 2 / (1 - margin / 100), 2)  # the plan keeps every job under limit - margin
 
 
+def model_problems(workflow: Path) -> list[str]:
+    """The model-only rehearsal (release.plan.workflow_model) of release.yml and the index.yml beside it."""
+    from release.plan import workflow_model
+    from release.ship import gates
+
+    version = _paths.package_version().split("+")[0]
+    wfs = {name: load_workflow(workflow.parent / name) for name in ("release.yml", "index.yml")}
+    wfs["release.yml"] = load_workflow(workflow)
+    return workflow_model.check(wfs, version, gates.expected_tag(version))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m release.plan.rehearsal", description=__doc__.split("\n")[0])
     p.add_argument("--root", type=Path, default=_paths.REPO_ROOT / "build" / "rehearsal", help="its folder")
-    p.add_argument("--workflow", type=Path, default=WORKFLOW)
+    p.add_argument("--workflow", type=Path, default=WORKFLOW, help="release.yml (index.yml is read beside it)")
     p.add_argument("--units", default="fwd_hdim64_fp16,fwd_hdim64_fp16_causal", help="2 units: the tag's set")
+    p.add_argument(
+        "--model-only", action="store_true", help="GitHub's rules only, steps declared, nothing executed (seconds)"
+    )
     args = p.parse_args(argv)
 
     def body() -> int:
+        started = time.monotonic()
+        problems = [f"model: {x}" for x in model_problems(args.workflow.resolve())]
+        if args.model_only:
+            for x in problems:
+                print(x)
+            print(f"release rehearsal (model only): {len(problems)} problem(s)")
+            return 1 if problems else 0
         import torch
 
         from release import manifest as manifest_mod
+        from release.plan import fake_github
 
-        started = time.monotonic()
         root = args.root.resolve()
-        for sub in ("artifacts", "runs", "logs", "work", "image"):
+        for sub in ("artifacts", "runs", "logs", "work", "image", "github"):
             shutil.rmtree(root / sub, ignore_errors=True)
         (root / "gh.log").unlink(missing_ok=True)
         root.mkdir(parents=True, exist_ok=True)
         machine_torch = torch.__version__.split("+")[0]
         version = _paths.package_version().split("+")[0]
-        reh = Rehearsal(root, load_workflow(args.workflow))
+        index_wf = args.workflow.resolve().parent / "index.yml"
+        reh = Rehearsal(root, load_workflow(args.workflow), workflows={"index.yml": load_workflow(index_wf)})
+        seed_previous_release(reh.github)
+        gh = fake_github.Store(reh.github)
         toolkit = _local_toolkit()
-        problems = [f"windows (static): {w}" for w in windows_findings(reh.wf)]
+        problems += [f"windows (static): {w}" for w in windows_findings(reh.wf)]
         units = [u.strip() for u in args.units.split(",")]
         index = torch_index(root)
+        tag = ""
         for run_id, sc in enumerate(scenarios(version, machine_torch), start=1):
             edits = sc.manifest | {"torch_index": index, "sets": {"release": units, "ci": units[:1]}}
             edits["job_limit_minutes"] = 90
@@ -541,8 +720,30 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(json.dumps(rehearsal_manifest(manifest_mod.load(), toolkit, edits)))
             if sc.from_run:
                 sc.inputs = sc.inputs | {"from_run": sc.from_run}
-            print(f"release rehearsal: run {run_id} {sc.name} ({sc.event} {sc.ref} {sc.inputs})", flush=True)
+            if sc.ref.startswith("refs/tags/"):
+                tag = sc.ref.removeprefix("refs/tags/")
+            if sc.event == "release":  # a maintainer publishes the draft: GitHub sends release: published
+                try:
+                    fake_github.gh(gh, ["release", "edit", tag, "--draft=false"])
+                except fake_github.GhError as e:
+                    problems.append(f"[{sc.name}] the maintainer cannot publish {tag}: {e}")
+                    continue
+            if sc.workflow == "index.yml" and sc.event == "workflow_dispatch":  # the dispatch the release run made
+                asked = gh.read_log("dispatches.jsonl")
+                if not asked:
+                    problems.append(f"[{sc.name}] no run of index.yml was dispatched")
+                    continue
+                sc.ref = (
+                    "refs/heads/" + asked[-1]["ref"] if not asked[-1]["ref"].startswith("refs/") else asked[-1]["ref"]
+                )
+                if asked[-1]["workflow"] not in ("index.yml", ".github/workflows/index.yml"):
+                    problems.append(f"[{sc.name}] the dispatch names {asked[-1]['workflow']}, not index.yml")
+            print(
+                f"release rehearsal: run {run_id} {sc.name} ({sc.workflow} {sc.event} {sc.ref} {sc.inputs})", flush=True
+            )
             problems += reh.run(sc, str(run_id), path)
+        if tag:
+            problems += after_checks(reh.github, tag)
         minutes = (time.monotonic() - started) / 60
         if problems:
             print("\nrelease rehearsal FAILED:\n" + "\n\n".join(problems), flush=True)

@@ -392,7 +392,7 @@ class Model:
 
     def _step(self, run, job_id, job, step, ctx, granted, declared, job_env, os_name, container, default_shell):
         """One step's rules and declared effects; returns the error that fails it, or None."""
-        missing = gha.missing_permissions(granted, gha.step_permissions(step))
+        missing = gha.missing_permissions(granted, gha.step_permissions(step, ctx))
         if missing:
             return (
                 f"the job's GITHUB_TOKEN lacks {', '.join(missing)} (job {job_id}'s permissions: "
