@@ -358,10 +358,12 @@ def test_link_jobs_check_torch_first_then_toolchain_before_building(release):
     cuda = step_index(steps, lambda st: "release.ship.gates cuda" in st.get("run", ""))
     toolkit = step_index(steps, lambda st: st.get("run") == "python -m release.windows.cuda_redist")
     msvc = step_index(steps, lambda st: "release.windows.msvc_env" in st.get("run", ""))
-    df = step_index(steps, lambda st: st.get("run", "").startswith("df -h"))
-    # the torch CUDA / C++ ABI assertion comes first: after checkout and Python only, in the first minutes
-    assert install < torch < min(df, msvc, toolkit, cuda) and torch <= 4
-    assert max(torch, cuda, df) < first_build
+    disk = step_index(steps, lambda st: "release.plan.plan --disk-check" in st.get("run", ""))
+    # the disk is freed and measured before anything is installed; then the torch CUDA / C++ ABI assertion,
+    # after checkout, Python and the disk check only, in the first minutes
+    assert disk < install < torch < min(msvc, toolkit, cuda) and torch <= 5
+    assert steps[disk]["env"]["NAME"] == "${{ matrix.name }}" and "rm -rf /__t/*" in steps[disk]["run"]
+    assert max(torch, cuda) < first_build
     assert steps[torch]["env"]["CXX11_ABI"] == "${{ matrix.cxx11_abi }}"
     assert steps[torch]["env"]["CUDA"] == "${{ matrix.cuda }}" and steps[torch]["env"]["TORCH"] == "${{ matrix.torch }}"
     assert steps[cuda]["if"] == "runner.os == 'Linux'" and steps[cuda]["env"]["CUDA_FULL"] == "${{ matrix.cuda_full }}"
@@ -405,7 +407,29 @@ def test_ci_runs_the_test_command_on_linux_and_windows_and_ci_wheels_on_both(ci)
     assert win["runs-on"] == "windows-2022" and win["env"]["CMAKE_CUDA_COMPILER_LAUNCHER"] == "sccache"
     wruns = "\n".join(runs["wheel-ci-windows"])
     assert "python -m release.windows.msvc_env --arch x64" in wruns and "python -m release.windows.cuda_redist" in wruns
-    assert "nox -s wheel_legacy -- --kernel-set ci" in wruns and "--cxx11-abi true" in wruns
+    assert '--cxx11-abi "$CXX11_ABI"' in wruns and "@sessionArgs --out wheelhouse" in wruns
+
+
+def test_ci_windows_builds_what_the_release_ships_on_every_windows_cuda(ci):
+    """The Windows wheels of a release are stable-ABI, one per CUDA of the matrix: CI builds each (ci kernel
+    set), from the matrix the release itself uses, not from a restated list."""
+    jobs = ci["jobs"]
+    (step,) = [s for s in jobs["windows-matrix"]["steps"] if s.get("id") == "matrix"]
+    assert "release.plan.matrix --stage link --os windows-2022 --group legacy" in step["run"]
+    assert "--kernel-set ci" in step["run"] and 'echo "matrix=' in step["run"]
+    win = jobs["wheel-ci-windows"]
+    assert win["needs"] == "windows-matrix"
+    assert win["strategy"]["matrix"] == "${{ fromJSON(needs.windows-matrix.outputs.matrix) }}"
+    # what that step computes: one stable-ABI entry per Windows CUDA of the release matrix
+    entries = matrix.build_matrix(oses=["windows-2022"], groups=["legacy"], kernel_set="ci")["include"]
+    release_cudas = {e["cuda"] for e in matrix.build_matrix(oses=["windows-2022"])["include"]}
+    assert {e["cuda"] for e in entries} == release_cudas and len(entries) == len(release_cudas) >= 2
+    assert all(e["torch_abi"] == "stable" and e["args"][-4:] == ["--torch-abi", "stable", "--kernel-set", "ci"]
+               for e in entries)  # fmt: skip
+    (build,) = [s for s in win["steps"] if "nox -s $env:SESSION" in s.get("run", "")]
+    assert build["shell"] == "pwsh" and build["env"]["SESSION_ARGS"] == "${{ join(matrix.args, ' ') }}"
+    env = {k: v for s in win["steps"] for k, v in (s.get("env") or {}).items()}
+    assert env["CUDA_FULL"] == "${{ matrix.cuda_full }}" and env["TORCH_INDEX"] == "${{ matrix.torch_index }}"
 
 
 @pytest.mark.parametrize("name", ["release", "ci"])
@@ -471,3 +495,22 @@ def test_link_jobs_smoke_test_a_stable_wheel_under_the_newest_torch_it_serves(re
     assert step["env"]["NEWEST"] == "${{ matrix.torch_newest }}"
     assert step["env"]["TORCH_INDEX"] == "${{ matrix.torch_index }}" and "PIP_INDEX_URL" not in step["env"]
     assert '--torch "$NEWEST"' in step["run"] and "nox -s smoke" in step["run"]
+    # one torch at a time (release.plan.plan disk): the build's torch is uninstalled first
+    assert step["run"].index("pip uninstall -y") < step["run"].index("nox -s smoke")
+
+
+def test_the_matrix_job_runs_the_preflight_before_any_shard(release):
+    steps = release["jobs"]["matrix"]["steps"]
+    lists = step_index(steps, lambda st: st.get("id") == "matrix")
+    pre = step_index(steps, lambda st: "release.plan.preflight" in st.get("run", ""))
+    assert lists < pre and '--matrix "$RUNNER_TEMP/link.json"' in steps[pre]["run"]
+    assert steps[pre]["if"] == "${{ !inputs.from_run }}"
+    assert release["jobs"]["shard"]["needs"] == "matrix", "a failed preflight fails the matrix job: no shard starts"
+
+
+@pytest.mark.parametrize("name", ["release", "ci"])
+def test_sccache_statistics_never_fail_a_job(name):
+    text = (WORKFLOWS / f"{name}.yml").read_text(encoding="utf-8")
+    for line in text.splitlines():
+        if "sccache --show-stats" in line:
+            assert "||" in line, f"{name}.yml: {line.strip()}: the build falls back to no cache, the stats then fail"
