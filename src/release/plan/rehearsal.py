@@ -1,29 +1,36 @@
-"""Rehearse the release workflow's job chain on this Linux machine (``nox -s release_rehearsal``).
+"""Rehearse the release on this Linux machine (``nox -s release_rehearsal``): release.yml and index.yml.
 
-Runs ``.github/workflows/release.yml`` as GitHub Actions would, job after job, with the commands its
-steps hold (read from the YAML, never retyped): the gate and matrix job, the shard jobs, gather,
-link, assemble and publish (dry run: ``gh`` is a stub that records what it was asked). Three runs,
-each on a small rehearsal manifest (a copy of build-manifest.json: one OS, the legacy group with
-sm_80 only, CUDA 13.0 = the machine's toolkit, the machine's torch) named by ``FLASH_ATTN_MANIFEST``:
+Runs ``.github/workflows/release.yml`` and ``index.yml`` as GitHub Actions would, with the commands
+their steps hold (read from the YAML, never retyped), jobs by ``needs:`` (release.plan.gha), each step
+with the token permissions its job has, against a fake GitHub behind a ``gh`` stub
+(release.plan.fake_github: draft and published releases, dispatches, attestations, Pages). The
+release.yml runs use a small rehearsal manifest (a copy of build-manifest.json: one OS, the legacy
+group with sm_80 only, CUDA 13.0 = the machine's toolkit, the machine's torch) named by
+``FLASH_ATTN_MANIFEST``; ``package_index`` is left alone (the URL is derived from GITHUB_REPOSITORY,
+which the runner sets). The runs (:func:`scenarios`):
 
-1. ``dispatch-ci``: a dispatch on main with ``kernel_set=ci`` (the dry run docs/ci.md recommends):
-   one unit, ONE shard, an exact (per-torch) wheel; nothing is published;
-2. ``tag-push``: the push of tag ``v<version>``: two units in TWO shards, one stable-ABI wheel for
-   two torches (the second, ``2.14.1.0``, is PEP 440-equal to the machine's 2.14.1, so pip keeps the
-   machine's torch while the chain treats it as the newest torch the wheel serves and smoke-tests
-   under it), assemble, SHA256SUMS and the publish job against the ``gh`` stub;
-3. ``from-run``: a dispatch on the tag with ``from_run=<run 2>``: builds nothing, assembles run 2's
-   wheels and must publish (dry run).
+1. ``dispatch-ci``: a dispatch on main with ``kernel_set=ci``: one unit, ONE shard, an exact
+   (per-torch) wheel; nothing is published;
+2. ``tag-push``: the push of tag ``v<version>-rev<N>``: two units in TWO shards, one stable-ABI wheel
+   for two torches (the second, ``2.14.1.0``, is PEP 440-equal to the machine's 2.14.1), assemble,
+   SHA256SUMS, publish: a DRAFT release, attested;
+3. ``from-run``: a dispatch on the tag with ``from_run=<run 2>``: assembles run 2's wheels and updates
+   the draft;
+4. ``re-run``: the same, its assemble failing in attempt 1, then "Re-run failed jobs";
+5. ``published``: a maintainer publishes the draft; index.yml's ``release: published`` run only
+   dispatches index.yml on the default branch;
+6. ``index``: that dispatched run: the index of every published release, deployed to Pages;
+7. ``after-publish``: a ``from_run`` dispatch once published: publish must refuse.
 
-What is reproduced: expressions, job and step ``if:`` (with the implicit ``success()``), ``needs``
-results, matrix expansion, job outputs, ``GITHUB_OUTPUT``/``GITHUB_ENV``/``GITHUB_PATH``,
-``defaults.run.shell`` (bash: ``bash --noprofile --norc -eo pipefail``), the artifact actions'
-folder semantics (release.plan.gha), one fresh workspace per job at the same path (as a runner's
-``_work``). What is not: containers (the image's ``/opt/python/cpXY-cpXY`` and
-``/usr/local/cuda-X.Y`` are mapped onto a fake image root: a venv and the machine's toolkit with a
-``version.json``), Windows jobs (checked statically: :func:`windows_findings`), the GitHub cache
-(sccache uses a local folder), timeouts, concurrency, permissions and tokens. docs/ci.md has the
-details. Exit 0 when every run did what it must, 1 otherwise (the failing steps' output is printed).
+Afterwards (:func:`after_checks`): no published release changed, every released file attested, the
+index lists this release and a previously published one and no draft. Windows legs are not executed:
+their pwsh steps' entry point calls go through the entry points' own parsers (release.plan.pwsh_args),
+plus :func:`windows_findings`. ``--model-only`` runs release.plan.workflow_model alone (seconds);
+the executing mode runs it first. Not emulated: containers (the image's ``/opt/python/cpXY-cpXY`` and
+``/usr/local/cuda-X.Y`` are mapped onto a fake image root), the GitHub cache (sccache uses a local
+folder), timeouts, concurrency, Sigstore, the network beyond release.plan.rehearsal_network.
+docs/ci.md has the details. Exit 0 when every run did what it must, 1 otherwise (the failing
+steps' output is printed).
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from pathlib import Path
 from flash_attn_wheel_names import label as wheel_label
 from release import _paths
 from release.errors import ReleaseError, run_main
-from release.plan import gha, pwsh_args
+from release.plan import gha, pwsh_args, rehearsal_network
 
 WORKFLOW = _paths.REPO_ROOT / ".github" / "workflows" / "release.yml"
 BASH = ["bash", "--noprofile", "--norc", "-eo", "pipefail"]  # GitHub's `shell: bash` on Linux
@@ -107,6 +114,7 @@ class Rehearsal:
         self.image = root / "image"
         self.bin = root / "bin"
         self.github = root / "github"  # the fake GitHub's store (release.plan.fake_github)
+        self.images: list[str] = []  # the container images the rehearsal maps onto its fake image root
         self.runs: dict[str, dict] = {}  # run id -> {"sha", "tag", "event"}
         self.results: dict[str, dict[str, JobResult]] = {}  # run id -> the latest attempt's job results
         self.sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=repo).stdout.strip()
@@ -394,6 +402,7 @@ class Rehearsal:
             "PATH": os.pathsep.join([*added_path, str(self.bin), *_outer_path(env)]),
             "SCCACHE_DIR": str(self.root / "sccache"),
             "SCCACHE_SERVER_PORT": SCCACHE_PORT,
+            "REHEARSAL_NETWORK": json.dumps({"images": self.images}),
         }
 
     def _bash(self, script: str, env: dict, tag: str):
@@ -426,6 +435,9 @@ class Rehearsal:
             where = self.root / "setup-python"
             shutil.rmtree(where, ignore_errors=True)
             venv.EnvBuilder(system_site_packages=True, with_pip=False).create(where)
+            # The hosted runner's network, as far as the rehearsal holds it (release.plan.rehearsal_network).
+            for site in where.glob("lib/python*/site-packages"):
+                rehearsal_network.install(site)
             added_path.insert(0, str(where / "bin"))
         elif action == "mozilla-actions/sccache-action":
             version = inputs.get("version", "").lstrip("v")
@@ -555,12 +567,15 @@ def rehearsal_manifest(base: dict, toolkit: tuple[str, Path, str], edits: dict) 
     return m
 
 
-def torch_index(root: Path) -> str:
-    """A PEP 503 index that holds only a `torch` project (empty): pip keeps the machine's torch for
-    ``torch==<its version>`` and finds nothing else there, as on download.pytorch.org."""
+def torch_index(root: Path, torches: list[str], cu: str) -> str:
+    """A PEP 503 index that holds only a `torch` project listing `torches` (+`cu`, CPython 3.10 to 3.14,
+    manylinux) as download.pytorch.org does: release.plan.preflight finds them; pip never downloads
+    one (the machine's torch already satisfies ``torch==<its version>``), and finds nothing else here."""
     page = root / "torch-index" / "torch"
     page.mkdir(parents=True, exist_ok=True)
-    (page / "index.html").write_text("<!DOCTYPE html><html><body></body></html>\n")
+    names = [f"torch-{t}+{cu}-cp3{m}-cp3{m}-manylinux_2_28_x86_64.whl" for t in torches for m in range(10, 15)]
+    links = "".join(f'<a href="../files/{n}">{n}</a><br>\n' for n in names)
+    (page / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
     return (root / "torch-index").as_uri() + "/"
 
 
@@ -709,7 +724,10 @@ def main(argv: list[str] | None = None) -> int:
         toolkit = _local_toolkit()
         problems += [f"windows (static): {w}" for w in windows_findings(reh.wf)]
         units = [u.strip() for u in args.units.split(",")]
-        index = torch_index(root)
+        minor = toolkit[0]
+        index = torch_index(root, [machine_torch, machine_torch + SECOND_TORCH_SUFFIX], "cu" + minor.replace(".", ""))
+        image = manifest_mod.load()["release_matrix"]["oses"]["ubuntu-24.04"]["image"]
+        reh.images = [image.format(cuda=minor)]  # the one image the rehearsal manifest's jobs name
         tag = ""
         for run_id, sc in enumerate(scenarios(version, machine_torch), start=1):
             edits = sc.manifest | {"torch_index": index, "sets": {"release": units, "ci": units[:1]}}

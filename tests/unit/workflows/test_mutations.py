@@ -29,7 +29,7 @@ class _Summary:
     @staticmethod
     def pytest_terminal_summary(terminalreporter):
         if COUNTS["run"]:
-            terminalreporter.write_line(f"mutations caught: {COUNTS['caught']}/{len(MUTATIONS)}")
+            terminalreporter.write_line(f"mutations caught: {COUNTS['caught']}/{COUNTS['run']}")
 
 
 @pytest.fixture(scope="module", autouse=True)
