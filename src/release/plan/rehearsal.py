@@ -114,6 +114,8 @@ class Rehearsal:
         self.image = root / "image"
         self.bin = root / "bin"
         self.github = root / "github"  # the fake GitHub's store (release.plan.fake_github)
+        self.producers: dict[tuple[str, str], str] = {}  # (run id, artifact) -> the job that uploaded it
+        self.job_id = ""  # the job whose steps run now
         self.images: list[str] = []  # the container images the rehearsal maps onto its fake image root
         self.runs: dict[str, dict] = {}  # run id -> {"sha", "tag", "event"}
         self.results: dict[str, dict[str, JobResult]] = {}  # run id -> the latest attempt's job results
@@ -310,6 +312,7 @@ class Rehearsal:
 
     def _steps(self, job_id, name, job, ctx, env0, run_id, manifest, inject=False):
         self.log(f"  job {name}")
+        self.job_id = job_id
         granted = gha.job_permissions(self.wf, job)
         for fresh in (self.work, self.temp):  # a new runner: empty workspace and temp folder
             shutil.rmtree(fresh, ignore_errors=True)
@@ -462,6 +465,7 @@ class Rehearsal:
                 inputs.get("if-no-files-found", "warn"),
             )
             self.log(f"      artifact {inputs['name']}: {n} files")
+            self.producers[(store.name, inputs["name"])] = self.job_id
         elif action == "actions/download-artifact":
             source = self.root / "artifacts" / inputs["run-id"] if inputs.get("run-id") else store
             names = gha.download_artifact(
@@ -471,6 +475,14 @@ class Rehearsal:
                 inputs.get("pattern", ""),
                 inputs.get("merge-multiple", "false") == "true",
             )
+            if not inputs.get("run-id"):  # this run's: the producer must be a job GitHub waits for
+                needed = gha.transitive_needs(self.wf["jobs"], self.job_id)
+                racing = sorted({self.producers.get((store.name, n), "") for n in names} - needed - {"", self.job_id})
+                if racing:
+                    raise ReleaseError(
+                        f"downloads artifacts of {', '.join(racing)}, not in {self.job_id}'s needs: GitHub may "
+                        "start it before they upload (a race that fails intermittently)"
+                    )
             self.log(f"      downloaded {len(names)} artifact(s) into {inputs.get('path', '.')}: {', '.join(names)}")
         elif action == "actions/upload-pages-artifact":
             # The Pages site as the artifact deploy-pages takes (its README: name github-pages by default);

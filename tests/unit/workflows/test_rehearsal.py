@@ -162,3 +162,14 @@ def test_a_failed_attempt_is_re_run_with_its_dependents_only(tmp_path):
     assert "[rr] job collect: failure" in log and "[rr] job collect: success (attempt 2)" in log
     assert "[rr] re-run failed jobs: collect, publish" in log
     assert not any(x.startswith("[rr] job build") and "attempt 2" in x for x in log)  # kept, with its artifacts
+
+
+def test_a_download_of_a_job_not_in_needs_is_the_race_github_would_have(tmp_path):
+    text = CHAIN.replace("PUBLISH_IF", "${{ always() }}").replace("needs: [plan, build]", "needs: [plan]")
+    wf = yaml.safe_load(text.replace("(needs.build.result == 'success' || inputs.from_run != '')", "true"))
+    wf["on"] = wf.pop(True)
+    reh = rehearsal.Rehearsal(tmp_path / "r", wf, repo=ROOT, log=lambda _: None)
+    reh._checkout = lambda: None
+    sc = rehearsal.Scenario("race", "workflow_dispatch", "refs/heads/main", {}, {}, (), ())
+    problems = reh.run(sc, "1", tmp_path / "manifest.json")
+    assert any("downloads artifacts of build, not in collect's needs" in p for p in problems), problems
