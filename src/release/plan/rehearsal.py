@@ -117,6 +117,7 @@ class Rehearsal:
         self.producers: dict[tuple[str, str], str] = {}  # (run id, artifact) -> the job that uploaded it
         self.job_id = ""  # the job whose steps run now
         self.images: list[str] = []  # the container images the rehearsal maps onto its fake image root
+        self.pages: dict[str, str] = {}  # URL -> the page the runner's network answers (rehearsal_network)
         self.runs: dict[str, dict] = {}  # run id -> {"sha", "tag", "event"}
         self.results: dict[str, dict[str, JobResult]] = {}  # run id -> the latest attempt's job results
         self.sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=repo).stdout.strip()
@@ -405,7 +406,7 @@ class Rehearsal:
             "PATH": os.pathsep.join([*added_path, str(self.bin), *_outer_path(env)]),
             "SCCACHE_DIR": str(self.root / "sccache"),
             "SCCACHE_SERVER_PORT": SCCACHE_PORT,
-            "REHEARSAL_NETWORK": json.dumps({"images": self.images}),
+            "REHEARSAL_NETWORK": json.dumps({"images": self.images, "pages": self.pages}),
         }
 
     def _bash(self, script: str, env: dict, tag: str):
@@ -579,16 +580,21 @@ def rehearsal_manifest(base: dict, toolkit: tuple[str, Path, str], edits: dict) 
     return m
 
 
-def torch_index(root: Path, torches: list[str], cu: str) -> str:
-    """A PEP 503 index that holds only a `torch` project listing `torches` (+`cu`, CPython 3.10 to 3.14,
-    manylinux) as download.pytorch.org does: release.plan.preflight finds them; pip never downloads
-    one (the machine's torch already satisfies ``torch==<its version>``), and finds nothing else here."""
+def torch_index(root: Path) -> str:
+    """A PEP 503 index that holds only a `torch` project (empty): pip keeps the machine's torch for
+    ``torch==<its version>`` and finds nothing else there, as on download.pytorch.org."""
     page = root / "torch-index" / "torch"
     page.mkdir(parents=True, exist_ok=True)
+    (page / "index.html").write_text("<!DOCTYPE html><html><body></body></html>\n")
+    return (root / "torch-index").as_uri() + "/"
+
+
+def torch_page(torches: list[str], cu: str) -> str:
+    """The torch project page download.pytorch.org would serve for `torches` (+`cu`, CPython 3.10 to
+    3.14, manylinux): what release.plan.preflight is answered (release.plan.rehearsal_network)."""
     names = [f"torch-{t}+{cu}-cp3{m}-cp3{m}-manylinux_2_28_x86_64.whl" for t in torches for m in range(10, 15)]
     links = "".join(f'<a href="../files/{n}">{n}</a><br>\n' for n in names)
-    (page / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
-    return (root / "torch-index").as_uri() + "/"
+    return f"<!DOCTYPE html><html><body>\n{links}</body></html>\n"
 
 
 def scenarios(version: str, machine_torch: str) -> list[Scenario]:
@@ -737,7 +743,9 @@ def main(argv: list[str] | None = None) -> int:
         problems += [f"windows (static): {w}" for w in windows_findings(reh.wf)]
         units = [u.strip() for u in args.units.split(",")]
         minor = toolkit[0]
-        index = torch_index(root, [machine_torch, machine_torch + SECOND_TORCH_SUFFIX], "cu" + minor.replace(".", ""))
+        index = torch_index(root)
+        torches = [machine_torch, machine_torch + SECOND_TORCH_SUFFIX]
+        reh.pages = {index + "torch/": torch_page(torches, "cu" + minor.replace(".", ""))}
         image = manifest_mod.load()["release_matrix"]["oses"]["ubuntu-24.04"]["image"]
         reh.images = [image.format(cuda=minor)]  # the one image the rehearsal manifest's jobs name
         tag = ""

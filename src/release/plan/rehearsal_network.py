@@ -4,9 +4,12 @@ This machine reaches neither download.pytorch.org nor a container registry. The 
 this module into the Python its jobs run (the venv standing in for ``actions/setup-python``) through a
 ``.pth`` file, so stdlib ``urllib.request.urlopen`` (release.plan.preflight, the only stdlib client of
 the network among the rehearsed Linux steps) answers as those services would for what the rehearsal
-holds, read from ``$REHEARSAL_NETWORK`` (JSON: {"images": [refs]}):
+holds, read from ``$REHEARSAL_NETWORK`` (JSON: {"images": [refs], "pages": {url: html}}):
 
-- a ``file://`` URL of a folder is its ``index.html``, as a web server serves a PEP 503 index folder;
+- a URL of ``pages`` is that page: the torch project page as download.pytorch.org lists it (the
+  rehearsal's torches for each CPython and manylinux). The index folder pip reads holds an empty page
+  instead, so pip keeps the machine's torch and never tries to download a wheel the rehearsal lacks;
+- another ``file://`` URL of a folder is its ``index.html``, as a web server serves an index folder;
 - ``HEAD https://<registry>/v2/<repo>/manifests/<tag>`` is 200 for an image the rehearsal maps onto
   its fake image root, 404 for any other (the registry's answer for an image that does not exist);
 - anything else is unreachable (URLError), as on this machine.
@@ -29,11 +32,11 @@ from urllib.parse import unquote, urlparse
 PTH = "import release_rehearsal_network_shim\n"  # what the rehearsal writes into the venv's site-packages
 
 
-def _images() -> set[str]:
+def _config() -> dict:
     try:
-        return set(json.loads(os.environ.get("REHEARSAL_NETWORK") or "{}").get("images", []))
+        return json.loads(os.environ.get("REHEARSAL_NETWORK") or "{}")
     except ValueError:
-        return set()
+        return {}
 
 
 def _reference(host: str, path: str) -> str | None:
@@ -51,6 +54,11 @@ def urlopen(url, data=None, timeout=None, **kwargs):
     """urllib.request.urlopen for the rehearsal's network (module docstring)."""
     req = url if isinstance(url, urllib.request.Request) else urllib.request.Request(url)
     parsed = urlparse(req.full_url)
+    pages = _config().get("pages", {})
+    if req.full_url in pages:
+        headers = Message()
+        headers["Content-Type"] = "text/html"
+        return urllib.response.addinfourl(io.BytesIO(pages[req.full_url].encode()), headers, req.full_url, 200)
     if parsed.scheme == "file":
         path = Path(unquote(parsed.path))
         if path.is_dir():
@@ -62,7 +70,7 @@ def urlopen(url, data=None, timeout=None, **kwargs):
         return resp
     if parsed.scheme == "https" and "/manifests/" in parsed.path:
         ref = _reference(parsed.netloc, parsed.path)
-        if ref in _images():
+        if ref in set(_config().get("images", [])):
             headers = Message()
             resp = urllib.response.addinfourl(io.BytesIO(b""), headers, req.full_url, 200)
             return resp
