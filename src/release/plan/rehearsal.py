@@ -143,7 +143,7 @@ class Rehearsal:
         torch), /usr/local/cuda-X.Y the machine's toolkit plus a version.json. Returns the path map."""
         shutil.rmtree(self.image, ignore_errors=True)
         tag = "cp" + python.replace(".", "")
-        venv.EnvBuilder(system_site_packages=True, with_pip=False).create(self.image / "opt/python" / f"{tag}-{tag}")
+        machine_venv(self.image / "opt/python" / f"{tag}-{tag}")
         minor, real, full = _local_toolkit()
         cuda = self.image / "usr/local" / f"cuda-{minor}"
         cuda.mkdir(parents=True)
@@ -218,6 +218,7 @@ class Rehearsal:
                 inject = sc.fail_job == job_id and attempt == 1
                 res = self._job(job_id, jobs[job_id], base, env0, results, run_id, manifest, sc.ref, inject)
                 results[job_id] = res
+                _machine_intact(f"{sc.name}: job {job_id}")
                 self.log(f"[{sc.name}] job {job_id}: {res.result}" + (f" (attempt {attempt})" if attempt > 1 else ""))
                 if not inject:
                     problems += [f"[{sc.name}] {job_id}: {f}" for f in res.failures]
@@ -438,7 +439,7 @@ class Rehearsal:
             # Not emulated: the Python version; a fresh venv of this machine's interpreter stands in.
             where = self.root / "setup-python"
             shutil.rmtree(where, ignore_errors=True)
-            venv.EnvBuilder(system_site_packages=True, with_pip=False).create(where)
+            machine_venv(where)
             # The hosted runner's network, as far as the rehearsal holds it (release.plan.rehearsal_network).
             for site in where.glob("lib/python*/site-packages"):
                 rehearsal_network.install(site)
@@ -519,6 +520,41 @@ class Rehearsal:
             (self.root / "gh.log").open("a").write(f"attest {len(subjects)} subjects\n")
         else:
             raise ReleaseError(f"the rehearsal does not know the action {action}")
+
+
+def _machine_intact(after: str) -> None:
+    """Stop the rehearsal at once if a step changed this machine's own Python (its torch gone)."""
+    import importlib
+    import importlib.metadata
+
+    importlib.invalidate_caches()
+    try:
+        importlib.metadata.distribution("torch")
+    except importlib.metadata.PackageNotFoundError:
+        raise ReleaseError(
+            f"after {after}: this machine's torch is gone; a step changed the machine's Python"
+        ) from None
+
+
+def machine_venv(where: Path) -> Path:
+    """A venv that sees this machine's packages (torch) but cannot change them: no system site packages,
+    the machine's site-packages HARDLINKED into its own. A step that uninstalls torch there (release.yml's
+    link job frees the build's torch before the newest-torch smoke test) removes the venv's links, as on
+    GitHub it changes only the container's Python; with system site packages pip removed the machine's
+    own torch. Raises ReleaseError when the rehearsal folder is on another filesystem (no hardlinks)."""
+    import sysconfig
+
+    shutil.rmtree(where, ignore_errors=True)
+    venv.EnvBuilder(system_site_packages=False, with_pip=False).create(where)
+    machine = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})["purelib"]
+    (site,) = where.glob("lib/python*/site-packages")
+    proc = subprocess.run(["cp", "-al", f"{machine}/.", str(site)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ReleaseError(
+            f"cannot hardlink {machine} into {site} ({proc.stderr.strip()[-300:]}); put --root on the "
+            "filesystem of the machine's Python"
+        )
+    return where
 
 
 def _sha256(path: Path) -> str:
