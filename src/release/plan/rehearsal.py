@@ -367,9 +367,10 @@ class Rehearsal:
                         script = script.replace(old, new)
                     outputs, new_env, new_path = self._bash(script, env, re.sub(r"\W+", "_", f"{run_id}-{name}-{i}"))
                     added_env |= new_env
-                    for p in new_path:
-                        for old, new in path_map.items():
-                            p = p.replace(old, new)
+                    for p in new_path:  # the script's paths were mapped already; map only the others
+                        if not p.startswith(str(self.image)):
+                            for old, new in path_map.items():
+                                p = p.replace(old, new)
                         added_path.insert(0, p)
                 ok = True
             except (ReleaseError, OSError) as e:  # the step fails; the job goes on as GitHub's would
@@ -408,6 +409,8 @@ class Rehearsal:
             "SCCACHE_DIR": str(self.root / "sccache"),
             "SCCACHE_SERVER_PORT": SCCACHE_PORT,
             "REHEARSAL_NETWORK": json.dumps({"images": self.images, "pages": self.pages}),
+            # pip may change venvs only, never this machine's own Python (pip refuses outside a venv)
+            "PIP_REQUIRE_VIRTUALENV": "true",
         }
 
     def _bash(self, script: str, env: dict, tag: str):
