@@ -14,7 +14,9 @@
 #   installed package keeps no copy of them: "arch_groups" (each fixed group's SASS with this
 #   toolkit, flash_attn_arch_groups_sass), "min_arch" (archs.min_sm of build-manifest.json) and
 #   "head_dims" (what the dispatch rounds a head dim up to, from the kernels JSON), and "install"
-#   (package_index.url and stable_abi.torch_min: `python -m flash_attn` names the index to install from).
+#   (the index URL and stable_abi.torch_min: `python -m flash_attn` names the index to install from). The
+#   index URL is $ENV{FLASH_ATTN_INDEX_URL}, which the wheel build sets from the repository it runs in
+#   (src/release/index_url.py; "" outside a workflow: no install line), read at every configure.
 #   Files are rewritten only when their text changes (no needless relinks).
 include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnArchGroups.cmake")
 
@@ -50,7 +52,7 @@ function(flash_attn_write_build_info)
   string(JSON head_dims GET "${kernels}" head_dims)
   flash_attn_arch_groups_sass(CUDA_VERSION "${arg_CUDA_VERSION}" OUT_JSON arch_groups)
   flash_attn_manifest_get(min_arch archs min_sm)
-  flash_attn_manifest_get(index_url package_index url)
+  set(index_url "$ENV{FLASH_ATTN_INDEX_URL}")  # src/release/index_url.py resolve(); never the manifest's template
   flash_attn_manifest_get(stable_min stable_abi torch_min)
   _flash_attn_json_list(archs ${arg_ARCHS})
   _flash_attn_json_list(sass ${arg_SASS})

@@ -165,12 +165,14 @@ def collect(
 def install_line(info: dict[str, Any] | None, report: dict[str, Any]) -> str | None:
     """The pip line that installs the wheel for the first GPU this one cannot serve (any, when the
     library did not load) and the running torch (flash_attn_wheel_names.install), or None when it cannot be
-    told: no GPU, a CPU-only torch, a GPU no arch group covers, or a build info without ``install``
-    (a wheel built before it existed)."""
+    told: no GPU, a CPU-only torch, a GPU no arch group covers, or a build info without an index URL
+    (a wheel built before it existed, or outside the release workflow) or with the template URL some
+    development wheels carried (``https://OWNER.github.io/REPO/``: no such site)."""
     install = (info or {}).get("install") or {}
     cuda = _build_info.cuda_major(torch.version.cuda)
     gpus = [g for g in report["gpus"] if g["ok"] is False] or report["gpus"]
-    if not install.get("index_url") or cuda is None or not gpus:
+    url = str(install.get("index_url") or "")
+    if not url.startswith("https://") or "//OWNER." in url or cuda is None or not gpus:
         return None
     major, minor = (int(x) for x in gpus[0]["capability"].split("."))
     group = _compat.group_for_capability(info, (major, minor))

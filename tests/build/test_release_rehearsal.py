@@ -1,10 +1,14 @@
 """The release rehearsal (``nox -s release_rehearsal``, release.plan.rehearsal) on every CI run.
 
-Runs ``.github/workflows/release.yml``'s job chain here: a ``kernel_set=ci`` dispatch (one unit, one
-shard, an exact wheel), a tag push (two units in two shards, a stable-ABI wheel smoke-tested under a
-second torch, assemble, SHA256SUMS, publish against a ``gh`` stub) and a ``from_run`` dispatch that
-assembles and publishes the tag's wheels. The steps' commands come from the YAML; docs/ci.md says
-what is emulated. Cost on a 2-core machine: about 11 minutes from a clean clone (three unit
+Runs ``.github/workflows/release.yml`` and ``index.yml`` here, jobs by ``needs:``, each step with the
+token permissions its job has: a ``kernel_set=ci`` dispatch (one unit, one shard, an exact wheel), a
+tag push (two units in two shards, a stable-ABI wheel smoke-tested under a second torch, assemble,
+SHA256SUMS, publish of a DRAFT release to a fake GitHub, attested), a ``from_run`` dispatch that
+assembles and updates the draft, the same with a failed first attempt re-run ("Re-run failed jobs"),
+the maintainer publishing the draft (index.yml's release run dispatches index.yml on main, which
+deploys the index of every published release), and a ``from_run`` dispatch after publishing, whose
+publish job must refuse. The steps' commands come from the YAML; docs/ci.md says what is emulated.
+Cost on a 2-core machine: about 11 minutes from a clean clone (three unit
 compiles for sm_80: the 1-shard run's unit and the 2-shard run's two, whose shard folders differ;
 two binding compiles; venvs and pip installs), 5 minutes on a rerun, whose shards are served by
 the rehearsal's sccache folder under build/rehearsal (docs/ci.md).
@@ -12,6 +16,7 @@ the rehearsal's sccache folder under build/rehearsal (docs/ci.md).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -40,5 +45,11 @@ def test_the_release_job_chain_rehearses_clean():
     assert proc.returncode == 0, out[-12000:]
     assert "every run did what it must" in out
     gh = (root / "gh.log").read_text()
-    assert gh.count("gh release upload") == 2  # the tag push and the from_run dispatch published (dry run)
-    assert gh.count("deploy pages") == 2  # and deployed their package indexes (dry run)
+    # the tag push, the from_run dispatch and the re-run attempt uploaded to the draft; after publishing, nothing
+    assert gh.count("gh release upload") == 3
+    assert gh.count("gh workflow run index.yml") == 1 and gh.count("deploy pages") == 1
+    releases = [json.loads(p.read_text()) for p in (root / "github" / "releases").glob("*/release.json")]
+    assert len(releases) == 2 and not any(r["draft"] for r in releases)  # this one (published) and the previous
+    pages = "".join(p.read_text() for p in (root / "github" / "pages").rglob("*.html"))
+    for r in releases:
+        assert f"/releases/download/{r['tag_name']}/" in pages

@@ -23,10 +23,10 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from release import _paths, locks, procs
+from release import _paths, index_url, locks, procs
 from release.build import progress
-from release.ship import checksums, tagging
 from release.errors import ReleaseError
+from release.ship import checksums, tagging
 
 _SHOWN_RE = re.compile(
     r"^-- flash_attn:|CMake (Error|Warning)|\berror\b|FAILED:|^\* |Successfully built|^ninja: |No work to do",
@@ -49,9 +49,12 @@ def build_command(python: str, source_dir: Path, build_dir: Path, outdir: Path, 
 
 
 def build_env(base: dict | None = None) -> dict[str, str]:
-    """The build's environment: Ninja's status format, unbuffered output, and SOURCE_DATE_EPOCH
-    (tagging.source_date_epoch) for the wheel's zip timestamps, so the same inputs give the same bytes."""
+    """The build's environment: Ninja's status format, unbuffered output, SOURCE_DATE_EPOCH
+    (tagging.source_date_epoch) for the wheel's zip timestamps, so the same inputs give the same bytes, and
+    FLASH_ATTN_INDEX_URL, the package index the build info records (release.index_url.resolve: derived from
+    GITHUB_REPOSITORY, "" outside a workflow; a value set by hand is replaced, never trusted)."""
     env = dict(os.environ if base is None else base)
+    env[index_url.ENV] = index_url.resolve(env)
     env["SOURCE_DATE_EPOCH"] = tagging.source_date_epoch(env)
     env["NINJA_STATUS"] = "[%f/%t] "  # the format BuildProgress parses: finished/total edges
     env["PYTHONUNBUFFERED"] = "1"

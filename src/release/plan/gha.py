@@ -181,7 +181,8 @@ class Evaluator:
 
     def _call(self, name: str, args: list):
         if name in STATUS_FUNCTIONS:
-            return {"always": True, "cancelled": False}.get(name, self.status.get(name, False))
+            # cancelled() is true once the run was cancelled; always() whatever happened.
+            return True if name == "always" else bool(self.status.get(name, False))
         if name == "fromJSON":
             return json.loads(to_string(args[0]))
         if name == "toJSON":
@@ -195,6 +196,11 @@ class Evaluator:
             return to_string(args[1]).lower() in to_string(args[0]).lower()
         if name == "startsWith":
             return to_string(args[0]).lower().startswith(to_string(args[1]).lower())
+        if name == "endsWith":
+            return to_string(args[0]).lower().endswith(to_string(args[1]).lower())
+        if name == "format":  # format('{0}/{1}', a, b); '{{' and '}}' are literal braces
+            text = re.sub(r"\{(\d+)\}", lambda m: to_string(args[1 + int(m.group(1))]), to_string(args[0]))
+            return text.replace("{{", "{").replace("}}", "}")
         raise ExpressionError(f"the rehearsal does not implement the function {name}()")
 
 
@@ -301,3 +307,137 @@ def download_artifact(
         shutil.copytree(store / a, target, dirs_exist_ok=True)
     dest.mkdir(parents=True, exist_ok=True)
     return names
+
+
+# --- Scheduling, permissions and re-runs (the rules the rehearsal enforces; sources in docs/ci.md) -----------
+class WorkflowError(ReleaseError, ValueError):
+    """A workflow GitHub would refuse or run differently from what it says (a cycle, an unknown job)."""
+
+
+def needs_of(job: dict) -> list[str]:
+    """The job ids of a job's ``needs:`` (a string or a list)."""
+    needs = job.get("needs") or []
+    return [needs] if isinstance(needs, str) else list(needs)
+
+
+def transitive_needs(jobs: dict, job_id: str) -> set[str]:
+    """Every job `job_id` waits for, directly or through another (what GitHub guarantees has finished)."""
+    out: set[str] = set()
+    todo = needs_of(jobs[job_id])
+    while todo:
+        n = todo.pop()
+        if n not in out:
+            out.add(n)
+            todo += needs_of(jobs.get(n) or {})
+    return out
+
+
+def topological_order(jobs: dict) -> list[str]:
+    """The jobs in an order GitHub may run them: each after every job of its ``needs:``; among ready
+    jobs, file order (GitHub starts them together). Raises WorkflowError for an unknown job in
+    ``needs:`` or a cycle (GitHub rejects the workflow file)."""
+    for job_id, job in jobs.items():
+        for n in needs_of(job):
+            if n not in jobs:
+                raise WorkflowError(f"job {job_id} needs {n!r}, which is not a job of this workflow")
+    order: list[str] = []
+    while len(order) < len(jobs):
+        ready = [j for j in jobs if j not in order and all(n in order for n in needs_of(jobs[j]))]
+        if not ready:
+            raise WorkflowError(f"a cycle in needs: among {', '.join(j for j in jobs if j not in order)}")
+        order.append(ready[0])
+    return order
+
+
+LEVELS = {"none": 0, "read": 1, "write": 2}
+# The GITHUB_TOKEN of a job that states no permissions (neither does its workflow): the restricted
+# default of a repository created after February 2023 (GitHub docs, "Permissions for the GITHUB_TOKEN").
+DEFAULT_PERMISSIONS = {"contents": "read", "packages": "read", "metadata": "read"}
+SCOPES = (
+    "actions", "attestations", "checks", "contents", "deployments", "id-token", "issues", "discussions",
+    "packages", "pages", "pull-requests", "repository-projects", "security-events", "statuses", "metadata",
+)  # fmt: skip
+
+
+def _permission_map(spec) -> dict[str, str]:
+    if spec == "read-all":
+        return {s: "read" for s in SCOPES if s != "id-token"}
+    if spec == "write-all":
+        return dict.fromkeys(SCOPES, "write")
+    out = dict.fromkeys(SCOPES, "none")
+    out["metadata"] = "read"  # always granted
+    out |= {str(k): str(v) for k, v in (spec or {}).items()}
+    return out
+
+
+def job_permissions(workflow: dict, job: dict) -> dict[str, str]:
+    """The GITHUB_TOKEN scopes of `job`: its own ``permissions:`` if it has one (it REPLACES the
+    workflow's, it is not merged), else the workflow's, else DEFAULT_PERMISSIONS. A scope a stated
+    ``permissions:`` does not name is ``none`` (GitHub docs: "all of those that are not specified are
+    set to none")."""
+    if "permissions" in job:
+        return _permission_map(job["permissions"])
+    if "permissions" in workflow:
+        return _permission_map(workflow["permissions"])
+    return _permission_map(DEFAULT_PERMISSIONS)
+
+
+# What a step needs of the token: actions by their README's "permissions" section, gh commands by the
+# REST endpoint they call (GitHub's REST docs list the fine-grained permission of each).
+ACTION_PERMISSIONS = {
+    "actions/deploy-pages": {"pages": "write", "id-token": "write"},
+    "actions/attest-build-provenance": {"id-token": "write", "attestations": "write"},
+}
+_GH_PERMISSIONS = [
+    (re.compile(r"\bgh\s+release\s+(create|upload|edit|delete)\b"), "contents", "write"),
+    (re.compile(r"\bgh\s+release\s+(view|list|download)\b"), "contents", "read"),
+    (re.compile(r"\bgh\s+workflow\s+run\b"), "actions", "write"),
+    (re.compile(r"\bgh\s+run\s+(view|list|download)\b"), "actions", "read"),
+    (re.compile(r"\bgh\s+api\s+\S*actions/runs"), "actions", "read"),
+    (re.compile(r"\bgh\s+api\s+(?:--\S+\s+)*\S*/releases"), "contents", "read"),
+]
+
+
+def step_permissions(step: dict, ctx: dict | None = None) -> dict[str, str]:
+    """{scope: level} the GITHUB_TOKEN needs for `step` (empty when it needs nothing the rehearsal knows).
+    download-artifact with ``run-id`` reads another run's artifacts: ``actions: read``. With `ctx`
+    (the step's expression context) an input is judged by its value (``run-id: ''`` reads this run)."""
+    need: dict[str, str] = {}
+    if ctx is not None and step.get("with"):
+        step = step | {"with": {k: to_string(interpolate(v, ctx)) for k, v in step["with"].items()}}
+
+    def add(scope: str, level: str) -> None:
+        if LEVELS[level] > LEVELS[need.get(scope, "none")]:
+            need[scope] = level
+
+    if "uses" in step:
+        action = str(step["uses"]).split("@")[0]
+        for scope, level in ACTION_PERMISSIONS.get(action, {}).items():
+            add(scope, level)
+        if action == "actions/download-artifact" and (step.get("with") or {}).get("run-id"):
+            add("actions", "read")
+    for pattern, scope, level in _GH_PERMISSIONS:
+        if pattern.search(str(step.get("run", ""))):
+            add(scope, level)
+    return need
+
+
+def missing_permissions(granted: dict[str, str], needed: dict[str, str]) -> list[str]:
+    """The ``scope: level`` entries of `needed` that `granted` does not reach (write implies read)."""
+    return [
+        f"{scope}: {level}" for scope, level in needed.items() if LEVELS[granted.get(scope, "none")] < LEVELS[level]
+    ]
+
+
+def rerun_selection(jobs: dict, results: dict[str, str]) -> set[str]:
+    """The jobs "Re-run failed jobs" runs again: every job whose result was failure or cancelled, and
+    every job that needs one of them, directly or not (GitHub docs, "Re-running workflows and jobs":
+    "re-run all failed jobs and their dependents"); the others keep their result, outputs and artifacts.
+    `results` maps job id (a matrix job as a whole) to its result."""
+    failed = {j for j, r in results.items() if r in ("failure", "cancelled")}
+    return failed | {j for j in jobs if transitive_needs(jobs, j) & failed}
+
+
+def transitive_dependents(jobs: dict, job_id: str) -> list[str]:
+    """The jobs that need `job_id`, directly or through another (what its failure holds back)."""
+    return [j for j in jobs if job_id in transitive_needs(jobs, j)]

@@ -285,6 +285,8 @@ def gather_entries(links: list[dict]) -> list[dict]:
     for link in {kernels_build(e["os"], e["cuda"], e["group"]): e for e in links}.values():
         common = _kernels_common(link)
         del common["container"]  # no compiler needed: the job runs on the runner itself
+        # a file merge: Linux whatever OS the archives are for (release.yml runs gather on ubuntu-24.04)
+        common["runner"] = compile_model.GATHER_OS
         n = compile_model.shard_count(link["os"], link["group"], link["kernel_set"])
         out.append(
             {"name": f"gather-{common['build']}"}

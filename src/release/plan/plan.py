@@ -32,8 +32,11 @@ the shard count, is release.plan.compile_model, which release.plan.matrix uses t
 - the wall time of a whole release at each of ``release_plan.concurrency`` (20, 60 concurrent jobs:
   GitHub's Free and Team plans) is a list schedule of the job graph (:func:`wall_minutes`);
 - the peak disk of each job is the sum of the parts of ``release_plan.disk_gib`` it holds
-  (:func:`disk_gib`; each part's source, measured or estimated, is in ``disk_source``); jobs over a
-  runner's free disk are listed (``disk_over``) and printed, not refused: the image size is an estimate.
+  (:func:`disk_gib`; each part's source, measured or estimated, is in ``disk_source``), against the
+  runner's free disk after the cleanup the job does (:func:`free_after_cleanup`: ``free`` + ``cleanup``);
+  jobs over it are listed (``disk_over``) and printed, and a test keeps the list empty. Each link job
+  measures its free space before installing anything (``--disk-check``) and fails there with both numbers,
+  so an estimate that is wrong shows in the job's first minutes, not after the build.
 
 ``calibration()`` compares the model with the builds of ``release_plan.checks`` (measured wall
 times), which ``nox -s release_plan`` prints with the error. Stdlib only, like release.plan.matrix.
@@ -46,12 +49,13 @@ import heapq
 import json
 import math
 import os
+import shutil
 import sys
 from dataclasses import asdict
 
 from kernels import kernel_set as kernel_sets
 from release import manifest
-from release.errors import run_main
+from release.errors import ReleaseError, run_main
 from release.plan import matrix
 from release.plan.compile_model import (
     GATHER_OS,
@@ -84,8 +88,9 @@ def disk_gib(stage: str, os_name: str, group: str = "", units: int = 0, torches:
     """Predicted peak disk (GiB) of one job: the parts of ``release_plan.disk_gib`` it holds at once.
 
     shard: image (Linux) or CUDA archives (Windows) + tools + its build folder (units x SASS targets);
-    link: the same base + one torch per torch it installs (a stable-ABI wheel's smoke test under the
-    newest torch installs a second) + the binding build; gather/assemble/publish: tools + archives.
+    link: the same base + one torch per torch it holds at once (release.yml uninstalls the build's torch
+    before a stable-ABI wheel's smoke test installs the newest, so 1) + the binding build;
+    gather/assemble/publish: tools + archives.
     """
     base = DISK["image"].get(os_name, 0) + DISK["cuda_windows"].get(os_name, 0) + DISK["tools"]
     if stage == "shard":
@@ -96,6 +101,41 @@ def disk_gib(stage: str, os_name: str, group: str = "", units: int = 0, torches:
 
 
 GROUPS_FIRST = "legacy"  # the arch group sized for jobs without one (matrix, assemble, publish)
+
+
+def free_after_cleanup(os_name: str) -> float:
+    """Free disk (GiB) of a hosted runner of `os_name` once a job has removed what it does not use:
+    ``release_plan.disk_gib.free`` (GitHub's documented figure) + ``cleanup`` (what release.yml's link
+    jobs delete; its source in ``disk_source.cleanup``)."""
+    return DISK["free"].get(os_name, math.inf) + DISK["cleanup"].get(os_name, 0)
+
+
+def link_disk_needed_here(name: str) -> tuple[float, float]:
+    """(predicted peak GiB, GiB still to be written once the job runs) of the link job `name` of the
+    release matrix: the container image (Linux) is already on disk when a step can measure.
+    ReleaseError (MatrixError) for a name no link entry has."""
+    entries = [e for e in matrix.build_matrix()["include"] if e["name"] == name]
+    if not entries:
+        raise matrix.MatrixError(f"no link job {name!r} in the release matrix (nox -s matrix -- --stage link)")
+    e = entries[0]
+    peak = disk_gib("link", e["os"], e["group"])
+    return peak, peak - DISK["image"].get(e["os"], 0)
+
+
+def check_disk(name: str, paths: list[str], usage=shutil.disk_usage) -> str:
+    """Raise ReleaseError unless every folder of `paths` has the free space the link job `name` still
+    needs (:func:`link_disk_needed_here`); returns the line that says so. Sizes in GiB."""
+    peak, needed = link_disk_needed_here(name)
+    free = {p: usage(p).free / 2**30 for p in paths}
+    short = {p: f for p, f in free.items() if f < needed}
+    where = ", ".join(f"{p} {f:.1f} GiB free" for p, f in free.items())
+    if short:
+        raise ReleaseError(
+            f"link job {name} needs {needed:.1f} GiB more disk (peak {peak:.1f} GiB, release.plan.plan), but {where}: "
+            "free more in the job's cleanup step, or use a larger runner (FLASH_ATTN_RUNNER_UBUNTU/_WINDOWS), "
+            "and correct release_plan.disk_gib in build-manifest.json to the measured figure"
+        )
+    return f"disk: link job {name} needs {needed:.1f} GiB more (peak {peak:.1f}); {where}"
 
 
 def wall_minutes(jobs: list[dict], slots: int) -> float:
@@ -165,12 +205,12 @@ def plan(
                 )
             )
         disk = disk_gib("gather", os_name, group, len(units))
-        jobs.append(_job("gather", f"gather-{bid}", os_name, len(units), gather_job_minutes(), names, disk))
+        # gather is a file merge on Linux for every OS's archives (release.yml runs-on, matrix.gather_entries)
+        jobs.append(_job("gather", f"gather-{bid}", GATHER_OS, len(units), gather_job_minutes(), names, disk))
         cpu_after += sum(unit_cpu_seconds(u, sass_targets(group), runner) for u in units)
     for e in entries:
         gather = f"gather-{matrix.kernels_build(e['os'], e['cuda'], e['group'])}"
-        torches = 2 if e.get("torch_newest", e["torch"]) != e["torch"] else 1  # the newest-torch smoke test
-        disk = disk_gib("link", e["os"], e["group"], torches=torches)
+        disk = disk_gib("link", e["os"], e["group"])  # one torch at a time (release.yml frees the build's)
         jobs.append(_job("link", e["name"], e["os"], 0, link_job_minutes(e["os"], runner), [gather], disk))
     links = [e["name"] for e in entries]
     jobs.append(_job("assemble", "assemble", GATHER_OS, 0, SETUP_MINUTES["assemble"][GATHER_OS], links, DISK["tools"]))
@@ -205,8 +245,8 @@ def plan(
         "margin_percent": MARGIN_PERCENT,
         "target_minutes": round(TARGET_MINUTES, 1),
         "wall_minutes": {str(c): round(wall_minutes(jobs, c), 1) for c in CONCURRENCY},
-        "disk_free_gib": dict(DISK["free"]),
-        "disk_over": [j["name"] for j in jobs if j["disk_gib"] > DISK["free"].get(j["os"], math.inf)],
+        "disk_free_gib": {os_name: free_after_cleanup(os_name) for os_name in DISK["free"]},
+        "disk_over": [j["name"] for j in jobs if j["disk_gib"] > free_after_cleanup(j["os"])],
         "shards": shards,
         "jobs": jobs,
         "calibration": calibration(),
@@ -281,7 +321,7 @@ def format_text(p: dict) -> str:
         f"jobs: {len(p['jobs'])}; longest predicted {p['max_job_minutes']:.1f} min (limit {p['limit_minutes']:g}, "
         f"margin {p['margin_percent']:g} %: every job <= {p['target_minutes']:g} min)",
         f"wall time of a release: {walls}",
-        f"disk per job (peak, GiB; free on a runner: {free}): "
+        f"disk per job (peak, GiB; free on a runner after its cleanup: {free}): "
         + (
             f"OVER on {len(p['disk_over'])} jobs: {', '.join(p['disk_over'][:4])}"
             if p["disk_over"]
@@ -318,6 +358,8 @@ def parser() -> argparse.ArgumentParser:
         help="the wheels of release.plan.matrix: stable (default, one per (OS, CUDA, group)) or exact (one per torch)",
     )
     p.add_argument("--jobs-here", action="store_true", help="print FLASH_ATTN_JOBS=<n> for this machine and exit")
+    p.add_argument("--disk-check", metavar="LINK_JOB", help="fail unless --path has the disk this link job needs")
+    p.add_argument("--path", action="append", default=[], help="with --disk-check: a folder the job writes to")
     return p
 
 
@@ -328,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     def body() -> int:  # PlanError and MatrixError are ReleaseErrors: exit 2 with the message
+        if args.disk_check:
+            print(check_disk(args.disk_check, args.path or ["."]), flush=True)
+            return 0
         runner = default_runner(args.runner_cores, args.runner_memory_gib)
         result = plan(args.kernel_set, runner, torch_abi=args.torch_abi)
         sys.stdout.write(json.dumps(result, indent=1) + "\n" if args.json else format_text(result))

@@ -8,7 +8,12 @@ first minute of a release). Each command exits 0 or prints what is wrong and wha
   no inputs: full matrix, ``release`` kernel set), or a manual dispatch on such a tag that assembles
   the wheels of that tag's earlier push run (``--from-run``, checked by ``source-run``). A dispatch
   that builds never publishes, whatever its inputs. Any tag ref must be ``v`` + the version in
-  flash_attn/_version.py, or the run stops here.
+  flash_attn/_version.py, or the run stops here. With ``--repository`` (the workflow passes
+  ``github.repository``), a tag also stops here when the package index URL its wheels would record is
+  not this repository's (release.index_url.check_for_tag: a custom URL of another repository).
+- ``draft``: the tag's GitHub release does not exist yet or is still a draft (``--releases``: the JSON
+  lines ``{tag_name, draft, id}`` of every release, drafts included); a published release is refused, so a
+  re-run never replaces assets users already download. Prints ``state=new|draft`` to ``--github-output``.
 - ``source-run``: the run given with ``--from-run`` is a completed tag push of release.yml for
   this tag and commit (the JSON of ``GET /repos/{owner}/{repo}/actions/runs/{id}``).
 - ``cuda``: the CUDA toolkit under ``--cuda-home`` is exactly the matrix's patch (version.json).
@@ -30,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flash_attn_wheel_names import label as wheel_label
-from release import _paths
+from release import _paths, index_url
 from release.build import toolchain
 from release.errors import ReleaseError, run_main
 from release.plan import matrix
@@ -246,6 +251,45 @@ def check_artifacts(folder: Path, matrix_doc: dict, out: Path) -> list[str]:
     return copied
 
 
+def read_releases(path: Path) -> list[dict]:
+    """The releases of ``gh api --paginate repos/OWNER/REPO/releases --jq '.[] | {tag_name, draft, id}'``:
+    one JSON object a line (untrusted: each must have a string tag_name and a boolean draft)."""
+    out = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise ReleaseError(f"cannot read the release list {path}: {e}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            doc = None
+        if not (isinstance(doc, dict) and isinstance(doc.get("tag_name"), str) and isinstance(doc.get("draft"), bool)):
+            raise ReleaseError(f"{path} line {n} is not a release ({{tag_name, draft, id}}); list them with gh api")
+        out.append(doc)
+    return out
+
+
+def draft_state(releases: list[dict], tag: str) -> str:
+    """``new`` when no release has `tag`, ``draft`` when its release is a draft; ReleaseError when it is
+    published (assets of a published release are never replaced) or when several releases share the tag."""
+    mine = [r for r in releases if r["tag_name"] == tag]
+    if len(mine) > 1:
+        raise ReleaseError(
+            f"{len(mine)} releases have the tag {tag}; delete the extra drafts (gh release list) and re-run"
+        )
+    if not mine:
+        return "new"
+    if not mine[0]["draft"]:
+        raise ReleaseError(
+            f"release {tag} is already published; a published release is never changed (its users may have "
+            f"installed its wheels). Bump REVISION in src/flash_attn_wheel_names/label.py and tag the next revision"
+        )
+    return "draft"
+
+
 def _write_outputs(path: str | None, values: dict[str, str]) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as f:
@@ -277,6 +321,11 @@ def parser() -> argparse.ArgumentParser:
         pl.add_argument(f"--{name}", default="", help=f"the {name} dispatch input (a filter)")
     pl.add_argument("--from-run", default="", help="run id whose wheels are assembled instead of building")
     pl.add_argument("--github-output", help="append publish=, tag= to this file ($GITHUB_OUTPUT)")
+    pl.add_argument("--repository", default="", help="github.repository: a tag checks the index URL it records")
+    dr = sub.add_parser("draft", help="the tag's release is new or still a draft (never published)")
+    dr.add_argument("--releases", type=Path, required=True, help="JSON lines {tag_name, draft, id} (gh api)")
+    dr.add_argument("--tag", required=True)
+    dr.add_argument("--github-output", help="append state=new|draft to this file ($GITHUB_OUTPUT)")
     sr = sub.add_parser("source-run", help="the --from-run run is the tag's push run of release.yml")
     sr.add_argument("--run-json", type=Path, required=True, help="gh api repos/OWNER/REPO/actions/runs/ID")
     sr.add_argument("--tag", required=True)
@@ -306,8 +355,15 @@ def run(args: argparse.Namespace) -> None:
         filters = {k: getattr(args, k) for k in ("os", "group", "cuda", "torch")}
         version = _paths.package_version()
         got = plan(args.event, args.ref, version, args.kernel_set, filters, args.from_run)
+        url = index_url.check_for_tag(args.repository) if got.tag and args.repository else ""
         _write_outputs(args.github_output, {"publish": str(got.publish).lower(), "tag": got.tag})
+        if url:
+            _summary(f"release gate: the wheels record the package index {url}")
         _summary(f"release gate: {'PUBLISH' if got.publish else 'no release'}: {got.reason} (version {version})")
+    elif args.command == "draft":
+        state = draft_state(read_releases(args.releases), args.tag)
+        _write_outputs(args.github_output, {"state": state})
+        _summary(f"release gate: release {args.tag}: {'none yet, a draft is created' if state == 'new' else 'a draft'}")
     elif args.command == "source-run":
         run_doc = json.loads(args.run_json.read_text(encoding="utf-8"))
         check_source_run(run_doc, args.tag, args.sha)

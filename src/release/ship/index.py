@@ -1,4 +1,4 @@
-"""Static package indexes of a release: one PEP 503 "simple" index per wheel variant.
+"""Static package indexes: one PEP 503 "simple" index per wheel variant, of one release or of all published ones.
 
 ``python -m release.ship.index --wheels dist/release-<version> --out DIR [--base-url URL | --repo OWNER/NAME]``
 (also run by ``nox -s release``, into ``dist/release-<version>-index``) writes::
@@ -19,8 +19,16 @@ hash and refuses a file that differs. The default base URL is the GitHub release
 version's tag, ``https://github.com/<repo>/releases/download/v<version>-rev<N>/`` (the repo: ``--repo``, else
 ``$GITHUB_REPOSITORY``); GitHub keeps the ``+`` of a local version in asset names. A wheel with a
 ``<wheel>.sha256`` beside it must still match it, and ``write`` of a release folder checks its
-SHA256SUMS first (release.ship.checksums). Stdlib only: the release workflow's index job runs it with
-the runner's python3 and nothing installed.
+SHA256SUMS first (release.ship.checksums).
+
+``--published RELEASES.jsonl --sums-dir DIR --repo OWNER/NAME --out SITE`` (index.yml) writes the same
+layout for every published release at once, so earlier releases stay installable when a new one is
+deployed: RELEASES.jsonl is ``gh api --paginate repos/OWNER/NAME/releases --jq '.[] | {tag_name, draft,
+prerelease, id}'``, DIR/<tag>/SHA256SUMS each release's checksum file (``--list-tags`` prints the tags to
+download: published, ``v<version>-rev<N>``). Everything read there is untrusted: a tag must have that
+form, a SHA256SUMS line must be ``<64 hex>  <plain wheel file name>`` whose local label this project
+writes (:func:`variant_of_name`); anything else is refused by name. Drafts are never listed (their assets
+cannot be downloaded). Stdlib only: index.yml runs it with the runner's python3 and nothing installed.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import email.parser
 import html
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -38,14 +47,21 @@ from pathlib import Path
 
 from flash_attn_wheel_names import install as wheel_install
 from flash_attn_wheel_names import label as wheel_label
-from release import manifest
+from release import index_url
 from release.errors import ReleaseError, run_main
 from release.ship import checksums, tagging
 
 PROJECT = "flash-attn"  # PEP 503 normalized name of the flash_attn distribution
 # the release tag is release.ship.gates.expected_tag: v<version>-rev<REVISION of flash_attn_wheel_names.label>
 GITHUB_DOWNLOAD = "https://github.com/{repo}/releases/download/v{version}-rev{revision}/"
-SITE_URL = manifest.load()["package_index"]["url"]  # where the indexes are served (README, python -m flash_attn)
+# A release tag (release.ship.gates.expected_tag), and a wheel of a release: plain file names only.
+TAG_RE = re.compile(r"^v[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc|\.post|\.dev)[0-9]+)*-rev[0-9]+$")
+_WHEEL_RE = re.compile(r"^flash_attn-([0-9][0-9a-z.]*)\+([a-z0-9.]+)-cp[0-9]+-(?:abi3|none|cp[0-9]+)-[a-z0-9_]+\.whl$")
+# The local label of a release wheel (flash_attn_wheel_names.label.local_label, release kernel set).
+_LABEL_RE = re.compile(
+    r"^cu(?P<cu>[0-9]{3})torch(?:stable(?P<min>[0-9]+\.[0-9]+)|(?P<torch>[0-9]+(?:\.[0-9]+)*)cxx11abi(?:true|false))"
+    r"\.(?P<group>[a-z0-9]+)\.rev(?P<rev>[0-9]+)$"
+)
 
 
 def variant(info: dict) -> str:
@@ -59,6 +75,63 @@ def variant(info: dict) -> str:
     return wheel_install.variant(int(major), info["group"], torch, None)
 
 
+def variant_of_name(name: str) -> str:
+    """The variant (:func:`variant`) of a release wheel from its file name alone (index.yml has no wheel,
+    only SHA256SUMS): ``...+cu130torchstable2.11.legacy.rev1-...`` -> ``cu13/legacy/stable``. ReleaseError for
+    any name that is not a plain release wheel name of this project (a path, another kernel set, junk)."""
+    m = _WHEEL_RE.fullmatch(name)
+    label = _LABEL_RE.fullmatch(m.group(2)) if m else None
+    if label is None:
+        raise ReleaseError(f"{name!r} is not a release wheel name of flash_attn (plain file name, release label)")
+    major = int(label["cu"][:2])  # cu130 -> 13, cu126 -> 12: the last digit is the minor
+    return wheel_install.variant(major, label["group"], label["torch"], None)
+
+
+def published_tags(releases: list[dict]) -> list[str]:
+    """The tags of the published (non-draft) releases among `releases` (release.ship.gates.read_releases
+    rows) whose tag is ``v<version>-rev<N>``, sorted; other tags are skipped, drafts never listed."""
+    return sorted({r["tag_name"] for r in releases if not r["draft"] and TAG_RE.fullmatch(r["tag_name"])})
+
+
+def published_entries(releases: list[dict], sums_dir: Path, repo: str) -> dict[str, list[dict]]:
+    """{variant: [{file, url, sha256, requires_python, tag}]} of every published release (see the module
+    docstring). ReleaseError when a release's SHA256SUMS is missing or holds a line that is not a release
+    wheel of this project, or when two releases hold one file name with different hashes."""
+    repo = index_url.check_repository(repo)
+    out: dict[str, list[dict]] = {}
+    seen: dict[str, str] = {}
+    for tag in published_tags(releases):
+        sums = Path(sums_dir) / tag / "SHA256SUMS"
+        try:
+            text = sums.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ReleaseError(
+                f"cannot read {sums} ({e}); download it: gh release download {tag} -p SHA256SUMS"
+            ) from None
+        try:
+            pairs = checksums.parse_sha256sums(text)
+        except ReleaseError as e:
+            raise ReleaseError(f"{sums} of release {tag}: {e}") from None
+        for digest, name in pairs:
+            if not name.endswith(".whl"):
+                continue  # build summaries, reports
+            where = variant_of_name(name)
+            if seen.setdefault(name, digest.lower()) != digest.lower():
+                raise ReleaseError(f"{name} is in two releases with different sha256; delete one of the releases")
+            out.setdefault(where, []).append(
+                {
+                    "file": name,
+                    "url": f"https://github.com/{repo}/releases/download/{tag}/{urllib.parse.quote(name)}",
+                    "sha256": digest.lower(),
+                    "requires_python": ">=3.10" if "-cp310-abi3-" in name else None,
+                    "tag": tag,
+                }
+            )
+    if not out:
+        raise ReleaseError("no published release has a wheel; publish the draft release first (index.yml runs then)")
+    return {k: sorted(v, key=lambda e: (e["file"], e["tag"])) for k, v in out.items()}
+
+
 def _metadata(wheel: Path) -> email.message.Message:
     with tagging.open_wheel(wheel) as zf:
         names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
@@ -67,11 +140,7 @@ def _metadata(wheel: Path) -> email.message.Message:
         return email.parser.BytesParser().parsebytes(zf.read(names[0]))
 
 
-def pages_url(repo: str) -> str:
-    """The GitHub Pages site of a project repository: ``https://<owner>.github.io/<name>/`` (the owner
-    lowercased, as GitHub's host names are)."""
-    owner, _, name = repo.partition("/")
-    return f"https://{owner.lower()}.github.io/{name}/"
+pages_url = index_url.pages_url  # the one rule (release.index_url)
 
 
 def repo_of(repo: str | None = None, env=None) -> str | None:
@@ -137,7 +206,14 @@ def write(wheels: list[Path], out: Path, base_url: str, site_url: str = "") -> d
     for sums in sorted({w.parent / "SHA256SUMS" for w in wheels}):
         if sums.is_file():
             checksums.verify_sha256sums(sums)
-    found = entries(wheels, base_url)
+    return write_entries(entries(wheels, base_url), out, site_url)
+
+
+def write_entries(found: dict[str, list[dict]], out: Path, site_url: str = "") -> dict[str, list[dict]]:
+    """Write the pages of `found` ({variant: [entry]}) into the new folder `out` (see :func:`write`)."""
+    out = Path(out)
+    if out.exists():
+        raise ReleaseError(f"{out} already exists; the index is written once. Remove it or pass another --out")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
@@ -165,31 +241,54 @@ def write(wheels: list[Path], out: Path, base_url: str, site_url: str = "") -> d
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m release.ship.index", description=__doc__.split("\n")[0])
-    p.add_argument("--wheels", type=Path, required=True, help="the release folder (or any folder of wheels)")
-    p.add_argument("--out", type=Path, required=True, help="folder to create with the indexes")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--wheels", type=Path, help="the release folder (or any folder of wheels)")
+    src.add_argument("--published", type=Path, metavar="RELEASES.jsonl", help="every published release (index.yml)")
+    src.add_argument("--list-tags", type=Path, metavar="RELEASES.jsonl", help="print the published release tags")
+    p.add_argument("--sums-dir", type=Path, help="with --published: <dir>/<tag>/SHA256SUMS of each release")
+    p.add_argument("--out", type=Path, help="folder to create with the indexes")
     p.add_argument("--base-url", help="URL of the folder the wheels are downloaded from (default: GitHub release)")
     p.add_argument("--repo", help="OWNER/NAME of the GitHub release (default $GITHUB_REPOSITORY)")
     p.add_argument(
-        "--site-url", default=SITE_URL, help=f"URL --out is served at (default package_index.url, {SITE_URL})"
+        "--site-url",
+        help="URL --out is served at, for the overview's pip lines (default: release.index_url of --repo or "
+        "$GITHUB_REPOSITORY; none outside a workflow)",
     )
     p.add_argument(
-        "--pages-of", metavar="OWNER/NAME", help="refuse unless --site-url is the GitHub Pages site of this repository"
+        "--pages-of", metavar="OWNER/NAME", help="refuse unless --site-url is the index URL of this repository"
     )
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
 
     def body() -> int:
-        if args.pages_of and pages_url(args.pages_of) != args.site_url.rstrip("/") + "/":
+        from release.ship import gates  # the release list reader (gates imports nothing of this module)
+
+        if args.list_tags:
+            for tag in published_tags(gates.read_releases(args.list_tags)):
+                print(tag)
+            return 0
+        if args.out is None:
+            raise ReleaseError("--out is required: the folder to create with the indexes")
+        repo = repo_of(args.repo)
+        site = args.site_url
+        if site is None:
+            site = index_url.check_for_tag(repo) if repo else ""
+        if args.pages_of and index_url.check_for_tag(args.pages_of) != site.rstrip("/") + "/":
             raise ReleaseError(
-                f"{args.pages_of}'s GitHub Pages site is {pages_url(args.pages_of)}, but the README and "
-                f"`python -m flash_attn` name {args.site_url} (package_index.url of build-manifest.json): set it "
-                "to the Pages site before a release publishes its indexes"
+                f"{args.pages_of}'s package index is {index_url.check_for_tag(args.pages_of)}, but the overview "
+                f"would name {site or 'no site'} (--site-url); drop --site-url or pass that URL"
             )
-        wheels = sorted(w for w in args.wheels.glob("flash_attn-*.whl") if not w.name.startswith("."))
-        if not wheels:
-            raise ReleaseError(f"no flash_attn wheels in {args.wheels}")
-        version = wheels[0].name.split("-")[1].split("+")[0]
-        base = args.base_url or default_base_url(version, args.repo)
-        found = write(wheels, args.out, base, args.site_url)
+        if args.published:
+            if args.sums_dir is None or repo is None:
+                raise ReleaseError("--published needs --sums-dir DIR and --repo OWNER/NAME (or $GITHUB_REPOSITORY)")
+            found = write_entries(published_entries(gates.read_releases(args.published), args.sums_dir, repo),
+                                  args.out, site)  # fmt: skip
+        else:
+            wheels = sorted(w for w in args.wheels.glob("flash_attn-*.whl") if not w.name.startswith("."))
+            if not wheels:
+                raise ReleaseError(f"no flash_attn wheels in {args.wheels}")
+            version = wheels[0].name.split("-")[1].split("+")[0]
+            base = args.base_url or default_base_url(version, args.repo)
+            found = write(wheels, args.out, base, site)
         for name, items in sorted(found.items()):
             print(f"release: index {args.out / name / 'simple'} ({len(items)} wheel(s))", flush=True)
         return 0

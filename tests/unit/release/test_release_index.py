@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,12 +57,16 @@ def test_writes_one_index_per_variant_with_hashes(release, tmp_path):
         index.write(sorted(release.glob("*.whl")), tmp_path / "site", "https://example.org/dl/")
 
 
-def test_the_pages_site_must_be_the_manifests(tmp_path, release, capsys):
+def test_the_site_must_be_the_repositorys_index(tmp_path, release, capsys):
     assert index.pages_url("SomeOne/wheels") == "https://someone.github.io/wheels/"
     argv = ["--wheels", str(release), "--out", str(tmp_path / "site"), "--base-url", "https://x/"]
-    assert index.main([*argv, "--pages-of", "someone/wheels"]) == 2  # the manifest names another site
-    assert "package_index.url of build-manifest.json" in capsys.readouterr().err and not (tmp_path / "site").exists()
+    assert index.main([*argv, "--pages-of", "someone/wheels", "--site-url", "https://other.github.io/w"]) == 2
+    assert "someone/wheels's package index is" in capsys.readouterr().err and not (tmp_path / "site").exists()
     assert index.main([*argv, "--pages-of", "someone/wheels", "--site-url", "https://someone.github.io/wheels"]) == 0
+    # no --site-url: the repository's own index, derived
+    assert index.main([*argv[:3], str(tmp_path / "site2"), *argv[4:], "--repo", "someone/wheels"]) == 0
+    overview = (tmp_path / "site2" / "index.html").read_text()
+    assert "--index-url https://someone.github.io/wheels/cu13/" in overview
 
 
 def test_default_base_url_is_the_github_release():
@@ -120,10 +125,12 @@ def test_readme_gives_the_install_line_of_every_released_group():
     from release import _paths, manifest
 
     readme = (_paths.REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    site = manifest.load()["package_index"]["url"]
+    # the site is the repository's (release.index_url): the README names it by its form, not a fixed URL
+    assert manifest.load()["package_index"]["url"] is None
     for group in ("legacy", "blackwell"):
-        line = wheel_install.install_line(site, wheel_install.variant(13, group, None, None))
-        assert f"    {line} " in readme, line
+        line = wheel_install.install_line("SITE", wheel_install.variant(13, group, None, None))
+        tail = line.split("SITE", 1)[1]
+        assert re.search(r"    pip install flash-attn --index-url https://\S+" + re.escape(tail) + " ", readme), line
 
 
 def test_release_session_without_a_repo_says_how_to_get_the_index(release, tmp_path, monkeypatch, capsys):

@@ -141,3 +141,7 @@ def test_no_install_line_when_it_runs_or_cannot_be_told(legacy_info, monkeypatch
     assert old["exit_code"] == _cli.EXIT_CANNOT_RUN and old["install"] is None
     turing = _cli.collect(state(info=info), gpus=[(0, "T4", (7, 5))])  # no group covers it
     assert turing["install"] is None
+    # built outside the release workflow (no index URL), or with the old template URL: no line, never a fake site
+    for url in ("", "https://OWNER.github.io/REPO/"):
+        local = dict(legacy_info, install=dict(INSTALL, index_url=url))
+        assert _cli.collect(state(info=local), gpus=[(0, "RTX 5090", (12, 0))])["install"] is None

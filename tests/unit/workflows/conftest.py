@@ -15,3 +15,8 @@ def release() -> dict:
 @pytest.fixture(scope="session")
 def ci() -> dict:
     return load_workflow("ci.yml")
+
+
+@pytest.fixture(scope="session")
+def index() -> dict:
+    return load_workflow("index.yml")

@@ -42,6 +42,7 @@ jobs:
     needs: [plan, build]
     if: ${{ always() && (needs.build.result == 'success' || inputs.from_run != '') }}
     runs-on: ubuntu-24.04
+    permissions: {actions: read}  # download-artifact from another run (run-id)
     steps:
       - uses: actions/download-artifact@x # v8
         with: {pattern: "part-*", path: parts, run-id: "${{ inputs.from_run }}"}
@@ -55,8 +56,10 @@ jobs:
 """
 
 
-def _rehearse(tmp_path, publish_if: str, from_run: str = "") -> tuple[list[str], list[str]]:
-    wf = yaml.safe_load(CHAIN.replace("PUBLISH_IF", publish_if))
+def _rehearse(
+    tmp_path, publish_if: str, from_run: str = "", collect_permissions: str = "{actions: read}"
+) -> tuple[list[str], list[str]]:
+    wf = yaml.safe_load(CHAIN.replace("PUBLISH_IF", publish_if).replace("{actions: read}", collect_permissions))
     wf["on"] = wf.pop(True)
     log: list[str] = []
     reh = rehearsal.Rehearsal(tmp_path / "r", wf, repo=ROOT, log=log.append)
@@ -81,7 +84,7 @@ def test_an_if_without_a_status_function_skips_after_skipped_ancestors(tmp_path)
     """actions/runner#2205: the implicit success() is false when a job of the chain was skipped."""
     problems, log = _rehearse(tmp_path, "needs.plan.outputs.publish == 'true'", from_run="1")
     assert "[run2] job build: skipped" in log and "[run2] job collect: success" in log
-    assert problems == ["[run2] job publish must run and succeed; it was skipped"]
+    assert problems == ["[run2] job publish must end success; it was skipped"]
     fixed, _ = _rehearse(tmp_path / "b", "${{ always() && needs.collect.result == 'success' }}", from_run="1")
     assert fixed == []
 
@@ -123,9 +126,50 @@ def test_the_rehearsal_manifest_is_the_release_cut_to_this_machine():
     assert m["kernels"]["sets"]["ci"]["units"] == ["fwd_hdim64_fp16"] and m["release_plan"]["job_limit_minutes"] == 30
 
 
-def test_the_three_runs():
+def test_the_runs_of_a_release():
     runs = rehearsal.scenarios("2.9.2", "2.14.1")
-    assert [r.name for r in runs] == ["dispatch-ci", "tag-push", "from-run"]
-    assert runs[0].inputs == {"kernel_set": "ci"} and "publish" in runs[0].expect_skip
-    assert runs[1].ref == "refs/tags/v2.9.2-rev1" and runs[1].manifest["torches"] == ["2.14.1", "2.14.1.0"]
-    assert runs[2].from_run == "2" and set(runs[2].expect_skip) == {"shard", "gather", "link"}
+    names = ["dispatch-ci", "tag-push", "from-run", "re-run", "published", "index", "after-publish"]
+    assert [r.name for r in runs] == names
+    by = {r.name: r for r in runs}
+    assert by["dispatch-ci"].inputs == {"kernel_set": "ci"} and "publish" in by["dispatch-ci"].expect_skip
+    assert by["tag-push"].ref == "refs/tags/v2.9.2-rev1" and by["tag-push"].manifest["torches"] == [
+        "2.14.1",
+        "2.14.1.0",
+    ]
+    assert by["from-run"].from_run == "2" and set(by["from-run"].expect_skip) == {"shard", "gather", "link"}
+    assert by["re-run"].fail_job == "assemble" and "publish" in by["re-run"].expect_run
+    assert by["published"].workflow == by["index"].workflow == "index.yml" and by["published"].event == "release"
+    assert by["after-publish"].expect_fail == ("publish",)  # a published release is never changed
+
+
+def test_a_job_without_the_permission_fails_its_step(tmp_path):
+    problems, log = _rehearse(tmp_path, "${{ always() && needs.collect.result == 'success' }}", from_run="1",
+                              collect_permissions="{contents: read}")  # fmt: skip
+    assert any("needs actions: read; job collect's GITHUB_TOKEN lacks it" in p for p in problems), problems
+
+
+def test_a_failed_attempt_is_re_run_with_its_dependents_only(tmp_path):
+    wf = yaml.safe_load(CHAIN.replace("PUBLISH_IF", "${{ always() && needs.collect.result == 'success' }}"))
+    wf["on"] = wf.pop(True)
+    log: list[str] = []
+    reh = rehearsal.Rehearsal(tmp_path / "r", wf, repo=ROOT, log=log.append)
+    reh._checkout = lambda: None
+    sc = rehearsal.Scenario(
+        "rr", "workflow_dispatch", "refs/heads/main", {}, {}, ("plan", "build", "collect", "publish"), (),
+        fail_job="collect",
+    )  # fmt: skip
+    assert reh.run(sc, "1", tmp_path / "manifest.json") == [], "\n".join(log)
+    assert "[rr] job collect: failure" in log and "[rr] job collect: success (attempt 2)" in log
+    assert "[rr] re-run failed jobs: collect, publish" in log
+    assert not any(x.startswith("[rr] job build") and "attempt 2" in x for x in log)  # kept, with its artifacts
+
+
+def test_a_download_of_a_job_not_in_needs_is_the_race_github_would_have(tmp_path):
+    text = CHAIN.replace("PUBLISH_IF", "${{ always() }}").replace("needs: [plan, build]", "needs: [plan]")
+    wf = yaml.safe_load(text.replace("(needs.build.result == 'success' || inputs.from_run != '')", "true"))
+    wf["on"] = wf.pop(True)
+    reh = rehearsal.Rehearsal(tmp_path / "r", wf, repo=ROOT, log=lambda _: None)
+    reh._checkout = lambda: None
+    sc = rehearsal.Scenario("race", "workflow_dispatch", "refs/heads/main", {}, {}, (), ())
+    problems = reh.run(sc, "1", tmp_path / "manifest.json")
+    assert any("downloads artifacts of build, not in collect's needs" in p for p in problems), problems

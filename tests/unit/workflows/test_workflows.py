@@ -4,8 +4,8 @@ The workflows cannot run here; these tests check what can be checked from the fi
 jobs (shards -> gather -> link -> assemble -> publish) read their job lists with fromJSON from the
 job that runs `nox -s matrix --stage ...`, every matrix field a job uses exists in its stage's
 entries, every action is pinned by a full commit SHA with a version comment, write permissions
-appear only on the job that publishes (and Pages rights on the job that deploys the package
-indexes), and both linters report nothing.
+appear only on the job that publishes (and, in index.yml, Pages rights on the job that deploys the
+package indexes and `actions: write` on the job that dispatches it), and both linters report nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from release.plan import matrix
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKFLOWS = ROOT / ".github" / "workflows"
-FILES = [WORKFLOWS / "release.yml", WORKFLOWS / "ci.yml"]
+FILES = [WORKFLOWS / "release.yml", WORKFLOWS / "ci.yml", WORKFLOWS / "index.yml"]
 
 # Every action the workflows use, with the commit its version tag points to (docs/ci.md says how
 # each SHA was checked). Changing a pin means changing it here too, on purpose.
@@ -65,7 +65,7 @@ def test_actions_are_pinned_by_full_sha_with_a_version_comment(path):
         assert (ref, version) == PINS[action], f"{path.name}: {action}@{ref} # {version} differs from PINS"
 
 
-@pytest.mark.parametrize("name", ["release", "ci"])
+@pytest.mark.parametrize("name", ["release", "ci", "index"])
 def test_least_privilege_checkout_timeouts_and_concurrency(name, request):
     doc = request.getfixturevalue(name)
     assert doc["permissions"] == {"contents": "read"}
@@ -74,7 +74,11 @@ def test_least_privilege_checkout_timeouts_and_concurrency(name, request):
         assert isinstance(job.get("timeout-minutes"), int), f"{name}.yml job {job_id} has no timeout-minutes"
         if (name, job_id) == ("release", "assemble"):  # reads another run's artifacts (from_run)
             assert job["permissions"] == {"contents": "read", "actions": "read"}
-        elif job_id not in ("publish", "pages"):
+        elif (name, job_id) == ("index", "dispatch"):
+            assert job["permissions"] == {"actions": "write"}
+        elif (name, job_id) == ("index", "deploy"):
+            assert job["permissions"] == {"pages": "write", "id-token": "write"}
+        elif (name, job_id) != ("release", "publish"):
             assert "permissions" not in job, f"{name}.yml job {job_id} must keep the read-only default"
     for job_id, step in steps(doc):
         if step.get("uses", "").startswith("actions/checkout@"):
@@ -87,28 +91,49 @@ def test_only_the_publish_job_can_write(release):
         "id-token": "write",
         "attestations": "write",
     }
+    assert release["jobs"]["publish"]["environment"] == "release", "reviewers and tag rules: repository settings"
     assert release["concurrency"]["cancel-in-progress"] is False, "never cancel a release half-way"
+    assert not {"index", "pages"} & set(release["jobs"]), "the index is index.yml's, after the release is published"
+    text = (WORKFLOWS / "release.yml").read_text(encoding="utf-8")
+    assert "always()" not in text, "!cancelled(): a cancelled release stops"
 
 
-def test_package_indexes_deploy_only_behind_the_publish_gate(release):
-    jobs = release["jobs"]
-    assert jobs["index"]["needs"] == ["matrix", "publish"] and jobs["pages"]["needs"] == ["matrix", "index"]
-    # the gate's output, and the job before each (publish, index) succeeded; always() so that a from_run
-    # dispatch, whose build jobs are skipped, still publishes its indexes (actions/runner#2205)
-    assert (
-        jobs["index"]["if"] == "always() && needs.publish.result == 'success' && needs.matrix.outputs.publish == 'true'"
-    )
-    assert (
-        jobs["pages"]["if"] == "always() && needs.index.result == 'success' && needs.matrix.outputs.publish == 'true'"
-    )
-    assert "permissions" not in jobs["index"]  # builds the site with read-only rights
-    assert jobs["pages"]["permissions"] == {"pages": "write", "id-token": "write"}
-    assert jobs["pages"]["environment"]["name"] == "github-pages"
-    assert [s.get("uses", "").split("@")[0] for s in jobs["pages"]["steps"]] == ["actions/deploy-pages"]
-    (write,) = [s for s in jobs["index"]["steps"] if "release.ship.index" in s.get("run", "")]
-    assert '--pages-of "$REPO"' in write["run"] and "releases/download/$TAG/" in write["run"]
-    runs = "\n".join(s.get("run", "") for s in jobs["index"]["steps"])
+def test_publish_writes_only_a_draft(release):
+    steps = release["jobs"]["publish"]["steps"]
+    draft = step_index(steps, lambda st: "release.ship.gates draft" in st.get("run", ""))
+    upload = step_index(steps, lambda st: "gh release upload" in st.get("run", ""))
+    assert draft < upload and steps[draft]["id"] == "draft"
+    assert "releases?per_page=100" in steps[draft]["run"] and "--paginate" in steps[draft]["run"]
+    run = steps[upload]["run"]
+    assert steps[upload]["env"]["STATE"] == "${{ steps.draft.outputs.state }}"
+    assert 'if [ "$STATE" = new ]' in run and "--draft" in run
+    # re-checked right before --clobber: a release published meanwhile is never changed
+    assert run.index("--json isDraft") < run.rindex("--clobber")
+
+
+def test_index_workflow_builds_from_published_releases_on_the_default_branch(index):
+    assert index["on"]["release"] == {"types": ["published"]} and "workflow_dispatch" in index["on"]
+    assert index["concurrency"] == {"group": "pages", "cancel-in-progress": False}
+    jobs = index["jobs"]
+    assert jobs["dispatch"]["if"] == "github.event_name == 'release'"
+    (run,) = [s["run"] for s in jobs["dispatch"]["steps"]]
+    assert 'gh workflow run index.yml --ref "$DEFAULT_BRANCH"' in run
+    assert jobs["build"]["if"] == "github.event_name == 'workflow_dispatch'" and "permissions" not in jobs["build"]
+    steps = jobs["build"]["steps"]
+    assert 'if [ "$REF" != "refs/heads/$DEFAULT_BRANCH" ]' in steps[0]["run"], "refuses any other ref, first"
+    runs = "\n".join(s.get("run", "") for s in steps)
     assert "pip install" not in runs and "nox" not in runs  # the runner's python3, nothing installed
+    assert "release.ship.index --list-tags" in runs and "release.ship.index --published" in runs
+    (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-pages-artifact@")]
+    assert upload["with"]["name"] == "${{ steps.artifact.outputs.name }}" and upload["with"]["retention-days"] >= 3
+    (name,) = [s for s in steps if s.get("id") == "artifact"]
+    assert name["env"]["NAME"] == "github-pages-${{ github.run_id }}-${{ github.run_attempt }}"
+    assert jobs["build"]["outputs"]["artifact"] == "${{ steps.artifact.outputs.name }}"
+    deploy = jobs["deploy"]
+    assert deploy["needs"] == "build" and deploy["environment"]["name"] == "github-pages"
+    (step,) = deploy["steps"]
+    assert step["uses"].split("@")[0] == "actions/deploy-pages"
+    assert step["with"]["artifact_name"] == "${{ needs.build.outputs.artifact }}", "a re-run deploys its build's"
 
 
 def test_release_triggers(release):
@@ -138,7 +163,8 @@ def test_the_jobs_read_their_lists_from_the_matrix_job_with_fromjson(release):
         job = release["jobs"][job_id]
         assert job["strategy"]["matrix"] == f"${{{{ fromJSON(needs.matrix.outputs.{output}) }}}}"
         assert job["strategy"]["fail-fast"] is False
-        assert job["runs-on"] == "${{ matrix.runner }}"
+        # gather is a file merge: Linux for every OS (the plan's gather jobs say the same)
+        assert job["runs-on"] == ("ubuntu-24.04" if job_id == "gather" else "${{ matrix.runner }}")
         assert job["if"] == "${{ !inputs.from_run }}", f"{job_id}: from_run builds nothing"
 
 
@@ -256,7 +282,7 @@ def test_the_gate_runs_first_and_decides_publishing(release):
     assert mjob["outputs"]["tag"] == "${{ steps.gate.outputs.tag }}"
     pub = release["jobs"]["publish"]
     assert pub["if"] == (
-        "${{ always() && needs.matrix.result == 'success' && needs.assemble.result == 'success' && "
+        "${{ !cancelled() && needs.matrix.result == 'success' && needs.assemble.result == 'success' && "
         "needs.matrix.outputs.publish == 'true' }}"
     )
     assert pub["needs"] == ["matrix", "assemble"]
@@ -305,7 +331,7 @@ def test_draft_release_first_then_attestation_that_may_fail(release):
 def test_assemble_checks_coverage_and_can_take_another_runs_wheels(release):
     asm = release["jobs"]["assemble"]
     assert asm["needs"] == ["matrix", "link"]
-    assert "always()" in asm["if"] and "needs.link.result == 'success'" in asm["if"]
+    assert asm["if"].startswith("${{ !cancelled() && ") and "needs.link.result == 'success'" in asm["if"]
     downloads = [st for st in asm["steps"] if st.get("uses", "").startswith("actions/download-artifact@")]
     own, other = downloads
     assert own["if"] == "${{ !inputs.from_run }}" and "run-id" not in own["with"]
@@ -332,10 +358,12 @@ def test_link_jobs_check_torch_first_then_toolchain_before_building(release):
     cuda = step_index(steps, lambda st: "release.ship.gates cuda" in st.get("run", ""))
     toolkit = step_index(steps, lambda st: st.get("run") == "python -m release.windows.cuda_redist")
     msvc = step_index(steps, lambda st: "release.windows.msvc_env" in st.get("run", ""))
-    df = step_index(steps, lambda st: st.get("run", "").startswith("df -h"))
-    # the torch CUDA / C++ ABI assertion comes first: after checkout and Python only, in the first minutes
-    assert install < torch < min(df, msvc, toolkit, cuda) and torch <= 4
-    assert max(torch, cuda, df) < first_build
+    disk = step_index(steps, lambda st: "release.plan.plan --disk-check" in st.get("run", ""))
+    # the disk is freed and measured before anything is installed; then the torch CUDA / C++ ABI assertion,
+    # after checkout, Python and the disk check only, in the first minutes
+    assert disk < install < torch < min(msvc, toolkit, cuda) and torch <= 5
+    assert steps[disk]["env"]["NAME"] == "${{ matrix.name }}" and "rm -rf /__t/*" in steps[disk]["run"]
+    assert max(torch, cuda) < first_build
     assert steps[torch]["env"]["CXX11_ABI"] == "${{ matrix.cxx11_abi }}"
     assert steps[torch]["env"]["CUDA"] == "${{ matrix.cuda }}" and steps[torch]["env"]["TORCH"] == "${{ matrix.torch }}"
     assert steps[cuda]["if"] == "runner.os == 'Linux'" and steps[cuda]["env"]["CUDA_FULL"] == "${{ matrix.cuda_full }}"
@@ -379,7 +407,29 @@ def test_ci_runs_the_test_command_on_linux_and_windows_and_ci_wheels_on_both(ci)
     assert win["runs-on"] == "windows-2022" and win["env"]["CMAKE_CUDA_COMPILER_LAUNCHER"] == "sccache"
     wruns = "\n".join(runs["wheel-ci-windows"])
     assert "python -m release.windows.msvc_env --arch x64" in wruns and "python -m release.windows.cuda_redist" in wruns
-    assert "nox -s wheel_legacy -- --kernel-set ci" in wruns and "--cxx11-abi true" in wruns
+    assert '--cxx11-abi "$CXX11_ABI"' in wruns and "@sessionArgs --out wheelhouse" in wruns
+
+
+def test_ci_windows_builds_what_the_release_ships_on_every_windows_cuda(ci):
+    """The Windows wheels of a release are stable-ABI, one per CUDA of the matrix: CI builds each (ci kernel
+    set), from the matrix the release itself uses, not from a restated list."""
+    jobs = ci["jobs"]
+    (step,) = [s for s in jobs["windows-matrix"]["steps"] if s.get("id") == "matrix"]
+    assert "release.plan.matrix --stage link --os windows-2022 --group legacy" in step["run"]
+    assert "--kernel-set ci" in step["run"] and 'echo "matrix=' in step["run"]
+    win = jobs["wheel-ci-windows"]
+    assert win["needs"] == "windows-matrix"
+    assert win["strategy"]["matrix"] == "${{ fromJSON(needs.windows-matrix.outputs.matrix) }}"
+    # what that step computes: one stable-ABI entry per Windows CUDA of the release matrix
+    entries = matrix.build_matrix(oses=["windows-2022"], groups=["legacy"], kernel_set="ci")["include"]
+    release_cudas = {e["cuda"] for e in matrix.build_matrix(oses=["windows-2022"])["include"]}
+    assert {e["cuda"] for e in entries} == release_cudas and len(entries) == len(release_cudas) >= 2
+    assert all(e["torch_abi"] == "stable" and e["args"][-4:] == ["--torch-abi", "stable", "--kernel-set", "ci"]
+               for e in entries)  # fmt: skip
+    (build,) = [s for s in win["steps"] if "nox -s $env:SESSION" in s.get("run", "")]
+    assert build["shell"] == "pwsh" and build["env"]["SESSION_ARGS"] == "${{ join(matrix.args, ' ') }}"
+    env = {k: v for s in win["steps"] for k, v in (s.get("env") or {}).items()}
+    assert env["CUDA_FULL"] == "${{ matrix.cuda_full }}" and env["TORCH_INDEX"] == "${{ matrix.torch_index }}"
 
 
 @pytest.mark.parametrize("name", ["release", "ci"])
@@ -445,3 +495,22 @@ def test_link_jobs_smoke_test_a_stable_wheel_under_the_newest_torch_it_serves(re
     assert step["env"]["NEWEST"] == "${{ matrix.torch_newest }}"
     assert step["env"]["TORCH_INDEX"] == "${{ matrix.torch_index }}" and "PIP_INDEX_URL" not in step["env"]
     assert '--torch "$NEWEST"' in step["run"] and "nox -s smoke" in step["run"]
+    # one torch at a time (release.plan.plan disk): the build's torch is uninstalled first
+    assert step["run"].index("pip uninstall -y") < step["run"].index("nox -s smoke")
+
+
+def test_the_matrix_job_runs_the_preflight_before_any_shard(release):
+    steps = release["jobs"]["matrix"]["steps"]
+    lists = step_index(steps, lambda st: st.get("id") == "matrix")
+    pre = step_index(steps, lambda st: "release.plan.preflight" in st.get("run", ""))
+    assert lists < pre and '--matrix "$RUNNER_TEMP/link.json"' in steps[pre]["run"]
+    assert steps[pre]["if"] == "${{ !inputs.from_run }}"
+    assert release["jobs"]["shard"]["needs"] == "matrix", "a failed preflight fails the matrix job: no shard starts"
+
+
+@pytest.mark.parametrize("name", ["release", "ci"])
+def test_sccache_statistics_never_fail_a_job(name):
+    text = (WORKFLOWS / f"{name}.yml").read_text(encoding="utf-8")
+    for line in text.splitlines():
+        if "sccache --show-stats" in line:
+            assert "||" in line, f"{name}.yml: {line.strip()}: the build falls back to no cache, the stats then fail"
