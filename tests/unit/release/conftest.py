@@ -32,6 +32,18 @@ def no_kernels_build(monkeypatch):
     return calls
 
 
+@pytest.fixture(autouse=True)
+def steady_machine(monkeypatch):
+    """Predictions see an idle machine exactly as fast as the reference of the calibration
+    (release.build.machine): no benchmark second per test, and the same numbers on every machine.
+    Tests of the calibration itself replace estimate.calibration again."""
+    from release.build import estimate, machine
+
+    fixed = machine.Calibration(machine.REFERENCE_CPU_SECONDS, 1.0, 0.0)
+    monkeypatch.setattr(estimate, "calibration", lambda: fixed)
+    return fixed
+
+
 def pytest_terminal_summary(terminalreporter):
     """The fault-injection summary (test_faults.py): probes run, inputs lost, corrupt outputs, tracebacks."""
     import sys
