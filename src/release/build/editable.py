@@ -20,8 +20,10 @@ runs the install. So the ``dev`` session (release.build.dev):
   ``cmake`` is the configuring one whatever the shell's PATH holds;
 - turns the hook's own output off (``editable.verbose = false``: the ``Running cmake --build``
   line and CMake's ``-- Up-to-date:`` install lines), while the relay passes Ninja's lines on to
-  stderr, except ``ninja: no work to do.``: an import with nothing to rebuild prints nothing, one
-  that rebuilds prints one ``[done/total] step`` line per build step, as the builds do.
+  stderr, except :data:`QUIET` (``ninja: no work to do.``, and the status line of CMake's glob
+  check, an edge every Ninja run of a CONFIGURE_DEPENDS build runs): an import with nothing to
+  rebuild prints nothing, one that rebuilds prints one ``[done/total] step`` line per build step,
+  as the builds do.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from release.ship import checksums
 
 RELAY_NAME = "flash_attn_ninja"  # in the build folder, beside CMakeCache.txt
 PTH_NAME = "flash_attn_dev_tools.pth"
-NO_WORK = "ninja: no work to do."
+# Lines the relay drops: Ninja's "nothing to do", and the end of the status line of the glob check
+# (cmake.verify_globs) that runs on every build and re-runs CMake only when a globbed folder changed.
+QUIET = ("ninja: no work to do.", "Re-checking globbed directories...")
 
 # The relay: a Python script (the dev environment's interpreter) so that it can drop one line. The
 # configure asks ``--version`` and CMake runs ``-t`` tools (restat, recompact) whose output it reads:
@@ -52,7 +56,7 @@ if "--version" in args or "-t" in args:
     os.execv(NINJA, [NINJA, *args])
 proc = subprocess.Popen([NINJA, *args], stdout=subprocess.PIPE, text=True, errors="replace")
 for line in proc.stdout:
-    if line.strip() != {no_work!r}:
+    if not line.strip().endswith({quiet!r}):
         sys.stderr.write(line)
         sys.stderr.flush()
 sys.exit(proc.wait())
@@ -108,7 +112,7 @@ def write_ninja_relay(build_dir: Path, ninja: Path, python: str = sys.executable
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
     path = build_dir / RELAY_NAME
-    checksums.atomic_write_text(path, _RELAY.format(python=python, ninja=str(ninja), no_work=NO_WORK))
+    checksums.atomic_write_text(path, _RELAY.format(python=python, ninja=str(ninja), quiet=QUIET))
     path.chmod(0o755)
     return path
 
