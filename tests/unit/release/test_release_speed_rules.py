@@ -16,6 +16,7 @@ from kernels import kernel_set as ks
 from release.build import builder, estimate, machine
 
 UNIT = "fwd_hdim64_fp16"
+RUNNING = machine.running  # the real registry (conftest.steady_machine replaces it in every test)
 
 
 @pytest.fixture
@@ -92,7 +93,7 @@ def test_a_build_beside_another_registered_build_is_not_recorded(cache, monkeypa
 
 
 def test_a_running_build_registers_itself_and_sees_the_others(cache):
-    with machine.running(cache, "a build"):
+    with RUNNING(cache, "a build"):
         (entry,) = [json.loads(p.read_text()) for p in machine.registry_dir(cache).glob("*.json")]
         assert entry["pid"] == os.getpid() and entry["end"] is None
         assert machine.others_overlapping(cache, entry["start"] - 1, time.time()) == []  # its own process
@@ -119,7 +120,8 @@ def subprocess_pid_that_exited() -> int:
     return proc.pid
 
 
-def test_builds_register_through_the_streamed_runner(cache, tmp_path):
+def test_builds_register_through_the_streamed_runner(cache, tmp_path, monkeypatch):
+    monkeypatch.setattr(machine, "running", RUNNING)
     code = "import json, os, sys; print(len(os.listdir(sys.argv[1])))"
     builder.run_streamed([sys.executable, "-c", code, str(machine.registry_dir(cache))], tmp_path / "b", verbose=True)
     assert "1" in (tmp_path / "b" / builder.LOG_NAME).read_text().splitlines()[1:]
