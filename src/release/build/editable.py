@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path, PurePath
@@ -37,17 +38,17 @@ from pathlib import Path, PurePath
 from release.errors import ReleaseError
 from release.ship import checksums
 
-RELAY_NAME = "flash_attn_ninja"  # in the build folder, beside CMakeCache.txt
+RELAY_NAME = "flash_attn_ninja"  # in the build folder, beside CMakeCache.txt, with flash_attn_ninja.py
 PTH_NAME = "flash_attn_dev_tools.pth"
 # Lines the relay drops: Ninja's "nothing to do", and the end of the status line of the glob check
 # (cmake.verify_globs) that runs on every build and re-runs CMake only when a globbed folder changed.
 QUIET = ("ninja: no work to do.", "Re-checking globbed directories...")
 
-# The relay: a Python script (the dev environment's interpreter) so that it can drop one line. The
-# configure asks ``--version`` and CMake runs ``-t`` tools (restat, recompact) whose output it reads:
-# those go straight to ninja.
-_RELAY = '''#!{python}
-"""Written by release.build.dev for the editable install: the pinned ninja, its lines on stderr."""
+# The relay: a Python script (run by the dev environment's interpreter) so that it can drop lines,
+# started by a POSIX shell script, whose quoting takes any path (a '#!' line cannot hold a space).
+# The configure asks ``--version`` and CMake runs ``-t`` tools (restat, recompact) whose output it
+# reads: those go straight to ninja.
+_RELAY_PY = '''"""Written by release.build.dev for the editable install: the pinned ninja, its lines on stderr."""
 import os, subprocess, sys
 
 NINJA = {ninja!r}
@@ -61,6 +62,10 @@ for line in proc.stdout:
         sys.stderr.flush()
 sys.exit(proc.wait())
 '''
+_RELAY_SH = """#!/bin/sh
+# Written by release.build.dev: CMAKE_MAKE_PROGRAM of the editable install (see {script}).
+exec {python} {script} "$@"
+"""
 
 
 def tool_path(dist: str, exe: str, env=None) -> Path | None:
@@ -112,7 +117,9 @@ def write_ninja_relay(build_dir: Path, ninja: Path, python: str = sys.executable
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
     path = build_dir / RELAY_NAME
-    checksums.atomic_write_text(path, _RELAY.format(python=python, ninja=str(ninja), quiet=QUIET))
+    script = path.with_suffix(".py")
+    checksums.atomic_write_text(script, _RELAY_PY.format(ninja=str(ninja), quiet=QUIET))
+    checksums.atomic_write_text(path, _RELAY_SH.format(python=shlex.quote(python), script=shlex.quote(str(script))))
     path.chmod(0o755)
     return path
 

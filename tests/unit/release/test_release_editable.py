@@ -25,7 +25,8 @@ def fake_ninja(tmp_path: Path, out: str, rc: int = 0) -> Path:
 
 
 def relay(tmp_path: Path, out: str, *args: str, rc: int = 0) -> subprocess.CompletedProcess:
-    script = editable.write_ninja_relay(tmp_path / "b", fake_ninja(tmp_path, out, rc))
+    # a build folder with a space and a quote in its path, as a checkout may have
+    script = editable.write_ninja_relay(tmp_path / "my build's folder", fake_ninja(tmp_path, out, rc))
     return subprocess.run([str(script), *args], capture_output=True, text=True, timeout=60)
 
 
