@@ -130,7 +130,12 @@ def speed_factor(env=None) -> tuple[float, str]:
     """(speed factor, where it comes from) for this machine, before the load of the moment; see the
     module docstring."""
     path = cache_dir(env) / SPEED_FILE
-    mine = [r for r in _records(path) if _this_host(r) and isinstance(r.get("speed_factor"), (int, float))]
+    # entries written before builds were checked for running alone (no "ran_alone") are ignored
+    mine = [
+        r
+        for r in _records(path)
+        if _this_host(r) and r.get("ran_alone") is True and isinstance(r.get("speed_factor"), (int, float))
+    ]
     if mine:
         mine = mine[-KEEP_RECORDS:]
         f = statistics.median(r["speed_factor"] for r in mine)
@@ -174,6 +179,7 @@ def record(prediction: Prediction, actual_seconds: float, summary: dict, env=Non
         "actual_seconds": round(actual_seconds, 1),
         # the model is linear in the factor, so this is the factor that would have predicted it exactly
         "speed_factor": round(base * actual_seconds / prediction.wall_seconds, 3),
+        "ran_alone": True,  # the only entries speed_factor reads
         "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     try:

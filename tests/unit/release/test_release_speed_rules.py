@@ -67,6 +67,15 @@ def test_a_recorded_build_that_ran_alone_sets_the_factor_before_the_load(cache, 
     assert ci().wall_seconds == pytest.approx(p.wall_seconds * 0.8, rel=1e-3)
 
 
+def test_records_of_builds_not_known_to_have_run_alone_are_ignored(cache, monkeypatch):
+    # what builds recorded before this rule: a slow factor measured beside other builds
+    machine_is(monkeypatch, 1.0)
+    cache.mkdir()
+    old = {"host": platform.node(), "cores": 2, "speed_factor": 5.4, "units": 1}
+    (cache / estimate.SPEED_FILE).write_text(json.dumps({"format": 1, "builds": [old]}))
+    assert estimate.speed_factor()[1].startswith("calibrated")
+
+
 def test_a_build_beside_other_work_is_not_recorded(cache, monkeypatch):
     machine_is(monkeypatch, 1.0, busy=1.0)
     p = ci()
