@@ -219,33 +219,71 @@ def project_options(defines: dict[str, str], *drop: str) -> dict[str, str]:
     return {k: v for k, v in defines.items() if k.startswith("FLASH_ATTN_") and k not in drop}
 
 
+DRY_RUN_MANIFEST = ".flash_attn_dry_run.ninja"  # a copy of build.ninja in the build folder, for pending()
+
+
+def _manifest_inputs(build_ninja: Path) -> list[str] | None:
+    """The inputs of the edge that re-runs CMake (``build build.ninja ...: RERUN_CMAKE ...``), or None."""
+    text = build_ninja.read_text(encoding="utf-8", errors="replace").replace("$\n", " ")
+    for line in text.splitlines():
+        if line.startswith("build build.ninja") and ": RERUN_CMAKE" in line:
+            rest = line.split(": RERUN_CMAKE", 1)[1].replace("$$", "\0").replace("$ ", "\1").replace("$:", ":")
+            return [t.replace("\1", " ").replace("\0", "$") for t in rest.split() if t not in ("|", "||")]
+    return None
+
+
+def _manifest_is_current(build_dir: Path) -> bool:
+    """True when build.ninja is newer than every input of its regeneration (CMakeLists.txt, cmake/,
+    the glob check's stamp, which Ninja touches only when a globbed folder changed): the build will
+    not re-run CMake first. A dry run cannot tell this itself: it pretends every edge ran, the
+    glob check included, and so always reports the regeneration."""
+    build_ninja = build_dir / "build.ninja"
+    inputs = _manifest_inputs(build_ninja)
+    if inputs is None:
+        return True  # no regeneration edge: nothing re-runs CMake
+    newest = build_ninja.stat().st_mtime_ns
+    for name in inputs:
+        path = Path(name) if Path(name).is_absolute() else build_dir / name
+        try:
+            if path.stat().st_mtime_ns > newest:
+                return False
+        except OSError:
+            return False  # a missing input: Ninja would re-run CMake
+    return True
+
+
 def pending(build_dir: Path, defines: dict[str, str], ninja: str | None = None) -> Pending | None:
     """What a build in `build_dir` with the CMake options `defines` (name -> value) will compile now:
-    Ninja's dry run (``ninja -C build_dir -n``), its unit names (progress.unit_of) and other edges.
+    Ninja's dry run, its unit names (progress.unit_of) and other edges.
 
-    None (predict everything) when that cannot be told: no configured build folder, a cached option
-    that differs from `defines` (the configure will change the build), a dry run that fails or that
-    would re-run CMake first. `ninja`: the program to ask, default the cache's CMAKE_MAKE_PROGRAM
-    (the one that wrote the folder's .ninja_log). CMake's glob check (cmake.verify_globs, every
-    build) is not counted.
+    The dry run reads a copy of build.ninja (:data:`DRY_RUN_MANIFEST`, removed afterwards), so that
+    Ninja does not first "re-run CMake" (:func:`_manifest_is_current` checks that separately).
+    None (predict everything) when the answer is not known: no configured build folder, a cached
+    option that differs from `defines` (the configure will change the build), a build that re-runs
+    CMake first, a dry run that fails. `ninja`: the program to ask, default the cache's
+    CMAKE_MAKE_PROGRAM (the one that wrote the folder's .ninja_log). CMake's glob check
+    (cmake.verify_globs, every build) is not counted.
     """
     build_dir = Path(build_dir)
     if not (build_dir / "build.ninja").is_file() or not (build_dir / "CMakeCache.txt").is_file():
         return None
     try:
         cached = _cache_values(build_dir)
+        if any(cached.get(name) != value for name, value in defines.items()) or not _manifest_is_current(build_dir):
+            return None
+        copy = build_dir / DRY_RUN_MANIFEST
+        copy.write_bytes((build_dir / "build.ninja").read_bytes())
     except OSError:
-        return None
-    if any(cached.get(name) != value for name, value in defines.items()):
         return None
     ninja = ninja or cached.get("CMAKE_MAKE_PROGRAM") or "ninja"
     env = {**os.environ, "NINJA_STATUS": "[%f/%t] "}
+    cmd = [ninja, "-C", str(build_dir), "-f", DRY_RUN_MANIFEST, "-n"]
     try:
-        proc = subprocess.run(
-            [ninja, "-C", str(build_dir), "-n"], capture_output=True, text=True, errors="replace", env=env, timeout=300
-        )
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=env, timeout=300)
     except (OSError, subprocess.SubprocessError):
         return None
+    finally:
+        copy.unlink(missing_ok=True)
     if proc.returncode != 0:
         return None
     units, other = set(), 0

@@ -145,10 +145,17 @@ def configured(tmp_path, dry_run: str, defines=DEFINES):
     """A configured build folder whose 'ninja' prints `dry_run` for -n; returns (folder, ninja)."""
     bdir = tmp_path / "b"
     bdir.mkdir()
-    (bdir / "build.ninja").write_text("# configured\n")
+    project = tmp_path / "my project" / "CMakeLists.txt"  # a space: Ninja writes it as "$ "
+    project.parent.mkdir()
+    project.write_text("# the project\n")
     (bdir / "CMakeCache.txt").write_text("".join(f"{k}:STRING={v}\n" for k, v in defines.items()))
+    # as CMake writes it: the edge that re-runs CMake when an input (escaped path) is newer
+    rerun = f"build build.ninja: RERUN_CMAKE | {str(project).replace(' ', '$ ')}\n"
+    (bdir / "build.ninja").write_text("# configured\n" + rerun)
     ninja = tmp_path / "ninja"
-    ninja.write_text(f"#!{sys.executable}\nimport sys\nassert '-n' in sys.argv\nprint({dry_run!r}, end='')\n")
+    # the dry run reads a copy of build.ninja (-f), never build.ninja itself, which it would regenerate
+    check = "i = sys.argv.index('-f'); assert '-n' in sys.argv and sys.argv[i + 1] != 'build.ninja'"
+    ninja.write_text(f"#!{sys.executable}\nimport sys\n{check}\nprint({dry_run!r}, end='')\n")
     ninja.chmod(0o755)
     return bdir, str(ninja)
 
@@ -190,6 +197,19 @@ def test_unknown_rebuilds_predict_everything(cache, tmp_path):
     assert estimate.pending(bdir, {**DEFINES, "FLASH_ATTN_KERNEL_SET": "dev"}, ninja) is None  # other options
     assert estimate.pending(tmp_path / "none", DEFINES, ninja) is None  # never configured
     assert estimate.pending(bdir, DEFINES, str(tmp_path / "missing-ninja")) is None
+    assert sorted(p.name for p in bdir.iterdir()) == ["CMakeCache.txt", "build.ninja"]  # the dry run's copy is gone
+
+
+@posix
+def test_a_build_that_will_re_run_cmake_predicts_everything(cache, tmp_path):
+    bdir, ninja = configured(tmp_path, "ninja: no work to do.\n")
+    assert estimate.pending(bdir, DEFINES, ninja) == estimate.Pending(frozenset(), 0)
+    later = (bdir / "build.ninja").stat().st_mtime + 10
+    project = tmp_path / "my project" / "CMakeLists.txt"
+    os.utime(project, (later, later))  # edited after the last configure
+    assert estimate.pending(bdir, DEFINES, ninja) is None
+    project.unlink()  # an input gone: CMake re-runs too
+    assert estimate.pending(bdir, DEFINES, ninja) is None
     assert estimate.project_options({**DEFINES, "CMAKE_CUDA_COMPILER_LAUNCHER": ""}, "FLASH_ATTN_CUDA_ARCHS") == {
         "FLASH_ATTN_KERNEL_SET": "ci"
     }
