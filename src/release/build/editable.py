@@ -110,11 +110,12 @@ def pinned_ninja() -> Path:
 
 def write_ninja_relay(build_dir: Path, ninja: Path, python: str = sys.executable) -> Path:
     """Write the relay (see the module docstring) into `build_dir` and return the path CMake should
-    record as ``CMAKE_MAKE_PROGRAM``; on Windows, where a script is no program CMake can run, the
-    absolute `ninja` itself (its lines then stay hidden during an import)."""
+    record as ``CMAKE_MAKE_PROGRAM`` (absolute, as are the paths inside it); on Windows, where a
+    script is no program CMake can run, the absolute `ninja` itself (its lines then stay hidden
+    during an import)."""
     if os.name == "nt":
         return Path(ninja)
-    build_dir = Path(build_dir)
+    build_dir = Path(build_dir).resolve()  # CMake and the starter run it from other folders
     build_dir.mkdir(parents=True, exist_ok=True)
     path = build_dir / RELAY_NAME
     script = path.with_suffix(".py")

@@ -48,6 +48,17 @@ def test_the_relay_passes_each_step_line_to_stderr_and_the_exit_status(tmp_path)
 
 
 @posix
+def test_a_relay_written_for_a_relative_build_folder_runs_from_anywhere(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    script = editable.write_ninja_relay(Path("b"), fake_ninja(tmp_path, "1.13.2\n"))
+    assert script.is_absolute()
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    r = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60, cwd=other)
+    assert (r.returncode, r.stdout) == (0, "1.13.2\n"), r.stderr
+
+
+@posix
 def test_the_relay_leaves_version_and_tools_on_stdout_for_cmake(tmp_path):
     assert relay(tmp_path, "1.13.2\n", "--version").stdout == "1.13.2\n"
     assert relay(tmp_path, "restat done\n", "-t", "restat").stdout == "restat done\n"
