@@ -232,17 +232,23 @@ def _manifest_inputs(build_ninja: Path) -> list[str] | None:
     return None
 
 
-def _manifest_is_current(build_dir: Path) -> bool:
+def _manifest_is_current(build_dir: Path, cmake_root: str = "") -> bool:
     """True when build.ninja is newer than every input of its regeneration (CMakeLists.txt, cmake/,
-    the glob check's stamp, which Ninja touches only when a globbed folder changed): the build will
-    not re-run CMake first. A dry run cannot tell this itself: it pretends every edge ran, the
-    glob check included, and so always reports the regeneration."""
+    the manifest, the glob check's stamp, which Ninja touches only when a globbed folder changed):
+    the build will not re-run CMake first, or only for CMake's own modules. Those (under
+    `cmake_root`, the cache's CMAKE_ROOT) are skipped: the nox sessions make their environment
+    anew, which reinstalls the same pinned CMake with new file times, and that changes no compile
+    step. A dry run cannot tell this itself: it pretends every edge ran, the glob check included,
+    and so always reports the regeneration."""
     build_ninja = build_dir / "build.ninja"
     inputs = _manifest_inputs(build_ninja)
     if inputs is None:
         return True  # no regeneration edge: nothing re-runs CMake
     newest = build_ninja.stat().st_mtime_ns
+    root = cmake_root.rstrip("/\\") + "/" if cmake_root else None
     for name in inputs:
+        if root and name.replace("\\", "/").startswith(root.replace("\\", "/")):
+            continue
         path = Path(name) if Path(name).is_absolute() else build_dir / name
         try:
             if path.stat().st_mtime_ns > newest:
@@ -260,7 +266,7 @@ def pending(build_dir: Path, defines: dict[str, str], ninja: str | None = None) 
     Ninja does not first "re-run CMake" (:func:`_manifest_is_current` checks that separately).
     None (predict everything) when the answer is not known: no configured build folder, a cached
     option that differs from `defines` (the configure will change the build), a build that re-runs
-    CMake first, a dry run that fails. `ninja`: the program to ask, default the cache's
+    CMake first for a change of the project's own files, a dry run that fails. `ninja`: the program to ask, default the cache's
     CMAKE_MAKE_PROGRAM (the one that wrote the folder's .ninja_log). CMake's glob check
     (cmake.verify_globs, every build) is not counted.
     """
@@ -269,7 +275,9 @@ def pending(build_dir: Path, defines: dict[str, str], ninja: str | None = None) 
         return None
     try:
         cached = _cache_values(build_dir)
-        if any(cached.get(name) != value for name, value in defines.items()) or not _manifest_is_current(build_dir):
+        if any(cached.get(name) != value for name, value in defines.items()):
+            return None
+        if not _manifest_is_current(build_dir, cached.get("CMAKE_ROOT", "")):
             return None
         copy = build_dir / DRY_RUN_MANIFEST
         copy.write_bytes((build_dir / "build.ninja").read_bytes())

@@ -148,9 +148,13 @@ def configured(tmp_path, dry_run: str, defines=DEFINES):
     project = tmp_path / "my project" / "CMakeLists.txt"  # a space: Ninja writes it as "$ "
     project.parent.mkdir()
     project.write_text("# the project\n")
-    (bdir / "CMakeCache.txt").write_text("".join(f"{k}:STRING={v}\n" for k, v in defines.items()))
+    module = tmp_path / "cmake" / "Modules" / "CMakeCUDACompiler.cmake.in"  # CMake's own (CMAKE_ROOT)
+    module.parent.mkdir(parents=True)
+    module.write_text("# CMake's\n")
+    cache = "".join(f"{k}:STRING={v}\n" for k, v in defines.items()) + f"CMAKE_ROOT:INTERNAL={tmp_path / 'cmake'}\n"
+    (bdir / "CMakeCache.txt").write_text(cache)
     # as CMake writes it: the edge that re-runs CMake when an input (escaped path) is newer
-    rerun = f"build build.ninja: RERUN_CMAKE | {str(project).replace(' ', '$ ')}\n"
+    rerun = f"build build.ninja: RERUN_CMAKE | {str(project).replace(' ', '$ ')} {module}\n"
     (bdir / "build.ninja").write_text("# configured\n" + rerun)
     ninja = tmp_path / "ninja"
     # the dry run reads a copy of build.ninja (-f), never build.ninja itself, which it would regenerate
@@ -205,6 +209,9 @@ def test_a_build_that_will_re_run_cmake_predicts_everything(cache, tmp_path):
     bdir, ninja = configured(tmp_path, "ninja: no work to do.\n")
     assert estimate.pending(bdir, DEFINES, ninja) == estimate.Pending(frozenset(), 0)
     later = (bdir / "build.ninja").stat().st_mtime + 10
+    # CMake's own modules reinstalled (a nox session makes its environment anew): no compile changes
+    os.utime(tmp_path / "cmake" / "Modules" / "CMakeCUDACompiler.cmake.in", (later, later))
+    assert estimate.pending(bdir, DEFINES, ninja) == estimate.Pending(frozenset(), 0)
     project = tmp_path / "my project" / "CMakeLists.txt"
     os.utime(project, (later, later))  # edited after the last configure
     assert estimate.pending(bdir, DEFINES, ninja) is None
