@@ -22,7 +22,9 @@ build/: one wheel or a dev install, from the options to the Ninja run:
 - :mod:`release.build.builder`             runs ``python -m build`` with Ninja progress and a summary
 - :mod:`release.build.compile_cache`       sccache in front of nvcc and the host compiler
 - :mod:`release.build.dev`                 the ``dev`` session: editable install that rebuilds on import
+- :mod:`release.build.editable`            the CMake and ninja an editable install rebuilds with on import
 - :mod:`release.build.estimate`            a build's predicted wall time and memory on this machine, its measured speed
+- :mod:`release.build.machine`             this machine's speed (calibration), its load, the builds running on it
 - :mod:`release.build.options`             the build options (CLI flags, environment variables, CMake defines)
 - :mod:`release.build.prepare`             one prepare step: check the options, probe the toolchain, expected build info
 - :mod:`release.build.progress`            Ninja progress parsing, ``.ninja_log`` analysis, summary table

@@ -235,6 +235,11 @@ def kernels_build_dir(opts: options.BuildOptions, tc: toolchain.Toolchain, shard
     return opts.build_root / "-".join(parts)
 
 
+# What a kernels build configures on top of the options: torch-free objects only, no archive linked
+# (FLASH_ATTN_SHARD is the shard asked for, "" for the whole set).
+KERNELS_ONLY_DEFINES = {"FLASH_ATTN_KERNELS_ONLY": "ON", "FLASH_ATTN_KERNELS": "", "FLASH_ATTN_SHARD": ""}
+
+
 def build(
     opts: options.BuildOptions, tc: toolchain.Toolchain, shard: str = "", out: Path | None = None, prediction=None
 ):
@@ -256,7 +261,7 @@ def _build_locked(opts, tc, bdir: Path, cmake: str, shard: str, out: Path | None
     started = time.monotonic()
     with compile_cache.session(opts.cache) as cache:
         defines = compile_cache.settle(opts, cache).cmake_defines()  # no launcher when sccache could not start
-        defines.update({"FLASH_ATTN_KERNELS_ONLY": "ON", "FLASH_ATTN_KERNELS": "", "FLASH_ATTN_SHARD": shard})
+        defines.update({**KERNELS_ONLY_DEFINES, "FLASH_ATTN_SHARD": shard})
         configure = [cmake, "-S", str(_paths.REPO_ROOT), "-B", str(bdir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                      f"-DPython_EXECUTABLE={sys.executable}"]  # fmt: skip
         configure += [f"-D{k}={v}" for k, v in defines.items()]
@@ -366,14 +371,20 @@ def gather(paths: list[Path], out: Path) -> Path:
     return _write_archive(Path(out), name, manifest, sources, inputs=[s.path for s in shards])
 
 
-def predict_shard(opts: options.BuildOptions, units: list, shard: str):
+def predict_shard(opts: options.BuildOptions, units: list, shard: str, tc: toolchain.Toolchain | None = None):
     """Print and return the up-front prediction of a kernels build (its shard's units; the dispatch
-    compiles in the whole set and in shard 1)."""
+    compiles in the whole set and in shard 1); with the toolchain `tc`, only what its build folder
+    will rebuild (estimate.pending)."""
     index = 1
     if shard:
         index, count = kernel_sets.parse_shard(shard)
         units = kernel_sets.split_shards(units, count)[index - 1]
-    step = estimate.kernels_step(units, estimate.sass_count(opts.group, opts.cuda_archs), index == 1, opts.jobs)
+    todo = None
+    if tc is not None:
+        defines = {**opts.cmake_defines(), **KERNELS_ONLY_DEFINES, "FLASH_ATTN_SHARD": shard}
+        todo = estimate.pending(kernels_build_dir(opts, tc, shard), estimate.project_options(defines))
+    sass = estimate.sass_count(opts.group, opts.cuda_archs)
+    step = estimate.kernels_step(units, sass, index == 1, opts.jobs, todo=todo)
     set_name = opts.kernel_set
     estimate.render(
         [step], lambda: estimate.cheaper_commands("kernels", opts.group, set_name, len(units), estimate.visible_sms())
@@ -431,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         set_name, units, tc = ready.set_name, ready.units, ready.tc
         out = ns.out.resolve() if ns.out else _paths.REPO_ROOT / "kernels"
         options.check_writable(out, "--out", "kernels output folder")  # before hours of compiling
-        prediction = predict_shard(opts, units, shard)
+        prediction = predict_shard(opts, units, shard, tc)
         archive, summary = build(opts, tc, shard, out, prediction)
         progress.render_summary(summary, title=f"flash_attn kernels {opts.group} {set_name} {shard}")
         print(f"release: {estimate.compare(prediction, summary['wall_seconds'])}", flush=True)

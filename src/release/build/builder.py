@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import _paths, index_url, locks, procs
-from release.build import progress
+from release.build import estimate, machine, progress
 from release.errors import ReleaseError
 from release.ship import checksums, tagging
 
@@ -176,8 +176,11 @@ def run_streamed(
         display.line(f"release: build directory {build_dir}")
     proc = None
     shown_error = False
+    # Registered as a running build for its whole run: a build beside it is not recorded as this
+    # machine's speed (estimate.record), nor is this one.
+    running = machine.running(estimate.cache_dir(), f"{what} in {build_dir}")
     try:
-        with open(log_path, "a" if append else "w", encoding="utf-8") as log:
+        with running, open(log_path, "a" if append else "w", encoding="utf-8") as log:
             log.write("$ " + " ".join(cmd) + "\n")
             proc = subprocess.Popen(
                 cmd,

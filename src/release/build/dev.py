@@ -5,34 +5,44 @@ machine unless told otherwise (:func:`choose`): the SMs of its GPUs, or without 
 for one SM, never on its own a build predicted over 30 minutes. It prints the predicted cost
 (release.build.estimate) and runs::
 
-    pip install --no-build-isolation -e . -Ceditable.rebuild=true -Cbuild-dir=<build dir> \\
+    pip install --no-build-isolation -e . -Ceditable.mode=redirect -Ceditable.rebuild=true \\
+        -Ceditable.verbose=false -Cbuild-dir=<build dir> -Ccmake.define.CMAKE_MAKE_PROGRAM=<relay> \\
         -Ccmake.define.FLASH_ATTN_...=...
 
 into the running environment (nox: ``.nox/dev``, kept between runs). scikit-build-core then
 re-runs the Ninja build whenever ``import flash_attn`` happens in that environment, so editing a
-source under src/ and importing again recompiles just what changed. The build directory is the
-one the wheel sessions use (release.build.build_dirs: ``build/legacy-dev-torch2.14.1-cu130-gcc12``), so a wheel
-session with the same group and kernel set reuses the developer's objects and vice versa.
+source under src/ and importing again recompiles just what changed, with the CMake and Ninja that
+configured the build folder whatever the shell's PATH holds (release.build.editable: the relay, the
+path hook), silently when nothing changed. The build directory is the wheel sessions' name for the
+same options with ``-editable`` appended (``build/custom_sm80-ci-torch2.14.1-cu130-gcc12-editable``):
+its own, because a wheel session reconfigures its folder to link a kernels archive, which would
+undo the editable build.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass
+from pathlib import Path
 
 from release import _paths
-from release.build import build_dirs, builder, estimate, options, prepare, toolchain
+from release.build import build_dirs, builder, editable, estimate, options, prepare, toolchain
 from release.plan import compile_model
-from release.errors import run_main
+from release.errors import ReleaseError, run_main
 
 DEV_KERNEL_SET = "dev"  # the named set of head dims 64 and 128 (kernels.sets of build-manifest.json)
+EDITABLE_SUFFIX = "-editable"  # after the wheel sessions' build folder name (see the module docstring)
 
 
-def install_command(python: str, build_dir, defines: dict[str, str]) -> list[str]:
+def install_command(python: str, build_dir, defines: dict[str, str], make_program) -> list[str]:
+    """The ``pip install -e`` of the editable build: release.build.editable.install_settings, then
+    every CMake option of `defines` (name -> value)."""
     cmd = [python, "-m", "pip", "install", "-v", "--no-build-isolation", "--disable-pip-version-check"]
-    cmd += ["-Ceditable.rebuild=true", "-Ceditable.verbose=true", f"-Cbuild-dir={build_dir}"]
+    cmd += editable.install_settings(build_dir, make_program)
     cmd += [f"-Ccmake.define.{name}={value}" for name, value in defines.items()]
     cmd += ["-e", str(_paths.REPO_ROOT)]
     return cmd
@@ -101,10 +111,22 @@ def dev_seconds(kernel_set: str, sass: int) -> float:
     return predict(estimate.units_of(kernel_set), sass).wall_seconds
 
 
-def predict(units: list, sass: int, jobs: int | None = None):
-    """The estimate.Prediction of an editable build: the units, the dispatch and the binding in one build."""
+def predict(units: list, sass: int, jobs: int | None = None, todo=None):
+    """The estimate.Prediction of an editable build: the units, the dispatch and the binding in one
+    build; `todo` (estimate.pending): only what an existing build folder will rebuild."""
     other = [compile_model.DISPATCH_SECONDS * sass, compile_model.BINDING_SECONDS]
-    return estimate.predict("editable build (kernels, dispatch, binding)", units, sass, other, jobs)
+    return estimate.predict("editable build (kernels, dispatch, binding)", units, sass, other, jobs, todo=todo)
+
+
+def site_packages(python: str) -> Path:
+    """The site-packages folder (sysconfig purelib) of the environment of `python`."""
+    if Path(python).resolve() == Path(sys.executable).resolve():
+        return Path(sysconfig.get_paths()["purelib"])
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise ReleaseError(f"{python} could not say where its site-packages are: {out.stderr.strip()[-300:]}")
+    return Path(out.stdout.strip())
 
 
 def main(argv: list[str] | None = None, probe=toolchain.probe, visible=None) -> int:
@@ -145,22 +167,27 @@ def main(argv: list[str] | None = None, probe=toolchain.probe, visible=None) -> 
         bdir = build_dirs.build_dir(
             opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
         )
+        bdir = bdir.with_name(bdir.name + EDITABLE_SUFFIX)
+        relay = editable.write_ninja_relay(bdir, editable.pinned_ninja(), tc.python)
         sass = estimate.sass_count(opts.group, opts.cuda_archs)
-        step = predict(units, sass, opts.jobs)
+        todo = estimate.pending(bdir, estimate.project_options(opts.cmake_defines()))
+        step = predict(units, sass, opts.jobs, todo)
         estimate.render(
             [step],
             lambda: estimate.cheaper_commands("dev", opts.group, set_name, len(units), found or estimate.visible_sms()),
         )
         wall, _ = builder.run_streamed(
-            install_command(tc.python, bdir, opts.cmake_defines()),
+            install_command(tc.python, bdir, opts.cmake_defines(), relay),
             bdir,
             opts.verbose,
             what="the editable install",
             prediction=step,
         )
+        hook = editable.write_path_hook(site_packages(tc.python), editable.configured_cmake(bdir))
         print(
             f"release: editable install done ({bdir.name}), {estimate.compare(step, wall)}. In this environment "
-            f"`import flash_attn` rebuilds what changed under src/; environment: {sys.prefix}",
+            f"`import flash_attn` rebuilds what changed under src/ (silent when nothing did), with the CMake "
+            f"and ninja of this build ({hook.name}, {relay.name}); environment: {sys.prefix}",
             flush=True,
         )
         return 0

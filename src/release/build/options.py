@@ -5,7 +5,7 @@ or range, flag, default, help text, the sentence that refuses a bad value, and t
 that records it (docs/manifest.md). This module derives its flags, defaults, checks and the build
 info comparison from that table; cmake/FlashAttnOptions.cmake declares and checks the CMake cache
 variables from the same table, and ``release.plan.doc_tables`` renders pyproject.toml's defines and the
-README's options table from it.
+options table of docs/release.md from it.
 
 Precedence, the same in every entry point (wheels, kernel archives, dev): :func:`pick`. A flag
 wins over the environment variable of the same name, which is the default of a flag not given; for

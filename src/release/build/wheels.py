@@ -79,7 +79,7 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
     bdir = build_dirs.build_dir(
         opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
     )
-    steps = predict(opts, set_name, units)
+    steps = predict(opts, set_name, units, tc, bdir)
     opts.build_root.mkdir(parents=True, exist_ok=True)
     kernels_summary = None
     if opts.kernels is None:
@@ -138,13 +138,23 @@ def _build_binding(ready: prepare.Prepared, bdir: Path, prediction=None) -> tupl
     return final, sidecar, result
 
 
-def predict(opts: options.BuildOptions, set_name: str, units: list) -> list:
+def predict(opts: options.BuildOptions, set_name: str, units: list, tc=None, binding_dir: Path | None = None) -> list:
     """Print and return the up-front prediction of a wheel build's steps (release.build.estimate): the
-    kernels build unless --kernels links an archive, then the binding and link."""
-    steps = [estimate.binding_step(opts.jobs)]
+    kernels build unless --kernels links an archive, then the binding and link. With the toolchain
+    `tc` and the binding's build folder, each step predicts only what its folder will rebuild
+    (estimate.pending; the kernels archive's path is not compared, it is this build's output)."""
+    defines = opts.cmake_defines()
+    binding_todo = None
+    if binding_dir is not None:
+        binding_todo = estimate.pending(binding_dir, estimate.project_options(defines, "FLASH_ATTN_KERNELS"))
+    steps = [estimate.binding_step(opts.jobs, todo=binding_todo)]
     if opts.kernels is None:
         sass = estimate.sass_count(opts.group, opts.cuda_archs)
-        steps.insert(0, estimate.kernels_step(units, sass, jobs=opts.jobs))
+        todo = None
+        if tc is not None:
+            kernels = {**defines, **archives.KERNELS_ONLY_DEFINES}
+            todo = estimate.pending(archives.kernels_build_dir(opts, tc, ""), estimate.project_options(kernels))
+        steps.insert(0, estimate.kernels_step(units, sass, jobs=opts.jobs, todo=todo))
     estimate.render(
         steps, lambda: estimate.cheaper_commands("wheel", opts.group, set_name, len(units), estimate.visible_sms())
     )

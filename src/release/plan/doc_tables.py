@@ -115,7 +115,7 @@ def cmake_presets(data: dict) -> str:
 
 
 def options_table(data: dict) -> str:
-    """The options table (README.md, docs/release.md): one row per entry of the manifest's ``options``, in
+    """The options table (docs/release.md): one row per entry of the manifest's ``options``, in
     its order: flag (— for CMake and environment only), variable, default (the ``default``, or
     ``default_doc`` in words when it is empty), and the ``doc`` with its placeholders filled in; the
     memory per nvcc job as ``manifest_values`` puts it. Markdown text ending in a newline."""
@@ -165,11 +165,12 @@ BLOCKS: dict[str, dict[str, Callable[[dict, str], str]]] = {
     "README.md": {
         "arch-groups": _table(arch_groups_table),
         "pins-quick-start": manifest_values,
+    },
+    # the README's reference material (release builds and their cost, CMake by hand, Windows)
+    "docs/reference.md": {
         "values-release-cost": manifest_values,
         "pins-cmake": manifest_values,
         "pins-windows": manifest_values,
-        "options": _table(options_table),
-        "values-options": manifest_values,
     },
     "docs/release.md": {
         "options": _table(options_table),

@@ -32,6 +32,22 @@ def no_kernels_build(monkeypatch):
     return calls
 
 
+@pytest.fixture(autouse=True)
+def steady_machine(monkeypatch):
+    """Predictions see an idle machine exactly as fast as the reference of the calibration
+    (release.build.machine): no benchmark second per test, and the same numbers on every machine.
+    Tests of the calibration and the registry themselves put the real ones back."""
+    import contextlib
+
+    from release.build import estimate, machine
+
+    fixed = machine.Calibration(machine.REFERENCE_CPU_SECONDS, 1.0, 0.0)
+    monkeypatch.setattr(estimate, "calibration", lambda: fixed)
+    # the tests' builds do not register in the user's cache (release.build.machine.running)
+    monkeypatch.setattr(machine, "running", lambda cache, what: contextlib.nullcontext())
+    return fixed
+
+
 def pytest_terminal_summary(terminalreporter):
     """The fault-injection summary (test_faults.py): probes run, inputs lost, corrupt outputs, tracebacks."""
     import sys

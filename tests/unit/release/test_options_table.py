@@ -1,5 +1,5 @@
 """One options table (issue 27): an option's default, range, choices or help text is one edit of
-build-manifest.json, and CMake, release.build.options, pyproject.toml's defines and the README follow.
+build-manifest.json, and CMake, release.build.options, pyproject.toml's defines and docs/release.md follow.
 
 Each test edits a copy of the manifest and points every reader at it (FLASH_ATTN_MANIFEST):
 CMake configures a project of the option modules only, release.build.options is imported in a fresh
@@ -152,7 +152,7 @@ def test_pyproject_and_the_readme_follow_the_edited_table(tmp_path, edited):
         shutil.copyfile(ROOT / rel, docs / rel)
     assert doc_tables.main(["--check", "--manifest", str(edited), "--root", str(docs)]) == 1
     assert doc_tables.main(["--manifest", str(edited), "--root", str(docs)]) == 0
-    readme = (docs / "README.md").read_text(encoding="utf-8")
+    readme = (docs / "docs/release.md").read_text(encoding="utf-8")  # the options tables' home
     assert f"| `--rescale-threshold` | `{THRESHOLD}` | `4.5` | edited A-1 threshold, below 12 |" in readme
     assert f"| `--fatbin-compression` | `{FATBIN}` | `extra` | nvcc `--compress-mode`: none, size, extra " in readme
     assert f"| `--test-knob` | `{NEW}` | `alpha` | a knob added by one manifest edit: alpha, beta |" in readme
@@ -162,11 +162,11 @@ def test_pyproject_and_the_readme_follow_the_edited_table(tmp_path, edited):
 
 
 def test_the_checkouts_tables_are_rendered_from_the_manifest():
-    # pyproject.toml's defines and the README's options table are the manifest's rendering (nox -s doc_tables)
+    # pyproject.toml's defines and docs/release.md's options table are the manifest's rendering (nox -s doc_tables)
     data = manifest.load()
     assert doc_tables.stale(ROOT, data) == []
     assert doc_tables.cmake_defines(data) in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert doc_tables.options_table(data) in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert doc_tables.options_table(data) in (ROOT / "docs" / "release.md").read_text(encoding="utf-8")
 
 
 def test_every_option_has_a_type_and_the_fields_its_type_needs():

@@ -23,9 +23,13 @@ def built(monkeypatch, tmp_path):
         prefix = "-Ccmake.define."
         defines.update(a[len(prefix) :].split("=", 1) for a in cmd if a.startswith(prefix))
         defines["build_dir"] = str(build_dir)
+        defines["command"] = cmd
+        # what a configure leaves: the cache naming its CMake (release.build.editable.configured_cmake)
+        (build_dir / "CMakeCache.txt").write_text(f"CMAKE_COMMAND:INTERNAL={sys.executable}\n")
         return 1.0, frozenset()
 
     monkeypatch.setattr(builder, "run_streamed", run_streamed)
+    monkeypatch.setattr(dev, "site_packages", lambda python: tmp_path)
     for name in NAMES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("FLASH_ATTN_CACHE_DIR", str(tmp_path / "cache"))  # no recorded speed

@@ -25,7 +25,7 @@ class Clock:
 
 @pytest.fixture
 def no_record(tmp_path, monkeypatch):
-    """An empty cache folder: no measured speed, so the manifest's assumed factor applies."""
+    """An empty cache folder: no measured speed, so the calibration (fixed by conftest.steady_machine) applies."""
     monkeypatch.setenv("FLASH_ATTN_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path / "cache"
 
@@ -39,7 +39,7 @@ def test_prediction_of_two_units_is_the_manifests_unit_costs(no_record):
     assert units[0].seconds > 2 * units[1].seconds  # very different costs
     p = estimate.kernels_step(units, sass=1, dispatch=False, jobs=1)
     f = compile_model._PLAN["runner"]["speed_factor"]
-    assert p.speed_factor == f and p.speed_source.startswith("assumed")
+    assert p.speed_factor == f and p.speed_source.startswith("calibrated")
     # one job: the heavy unit first, then the light one, each unit_costs seconds x 1 SASS x f
     assert p.unit_finish[HEAVY] == pytest.approx(units[0].seconds * f)
     assert p.unit_finish[LIGHT] == pytest.approx((units[0].seconds + units[1].seconds) * f)
@@ -93,7 +93,7 @@ def test_a_long_build_offers_cheaper_commands(no_record, capsys):
     assert "nox -s wheel_custom -- --cuda-archs 89" in text
     assert "nox -s archive_legacy -- --shard K/N" in text
     short = estimate.render([estimate.kernels_step(units[:1], 1, jobs=2)], lambda: pytest.fail("not asked"))
-    assert "Cheaper" not in short and "assumed" in short
+    assert "Cheaper" not in short and "calibrated" in short
 
 
 def test_measured_builds_set_the_speed_factor(no_record):
@@ -113,10 +113,10 @@ def test_measured_builds_set_the_speed_factor(no_record):
     assert len(json.loads(path.read_text())["builds"]) == 1
 
 
-def test_a_damaged_speed_record_means_the_assumption(no_record):
+def test_a_damaged_speed_record_means_the_calibration(no_record):
     no_record.mkdir()
     (no_record / estimate.SPEED_FILE).write_text("{not json")
-    assert estimate.speed_factor()[1].startswith("assumed")
+    assert estimate.speed_factor()[1].startswith("calibrated")
 
 
 def test_plain_output_prints_a_line_at_least_once_a_minute(capsys):

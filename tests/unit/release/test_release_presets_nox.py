@@ -91,7 +91,7 @@ def test_nox_lists_the_sessions():
 
 
 def test_dev_install_command(tmp_path):
-    cmd = dev.install_command(sys.executable, tmp_path / "k", {"FLASH_ATTN_KERNEL_SET": "dev"})
+    cmd = dev.install_command(sys.executable, tmp_path / "k", {"FLASH_ATTN_KERNEL_SET": "dev"}, tmp_path / "relay")
     assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
     assert "--no-build-isolation" in cmd and "-Ceditable.rebuild=true" in cmd
     assert f"-Cbuild-dir={tmp_path / 'k'}" in cmd and "-Ccmake.define.FLASH_ATTN_KERNEL_SET=dev" in cmd
