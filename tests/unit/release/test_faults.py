@@ -9,13 +9,13 @@ No real compile runs: the "compilers" are small Python processes that behave lik
 
 Kills land at points picked by seeded random numbers among the filesystem writes a step makes
 (copy, rename, replace, mkdir, file writes), so every run kills at the same places. The counts
-of probes, lost inputs, corrupt outputs and tracebacks are printed at the end of the test run
-(conftest.py), and must all be 0 but the first. Cost: about 20 s on 2 cores.
+of probes, lost inputs, corrupt outputs, paths written outside the output, tracebacks and internal
+errors (fault_probes.py) are printed at the end of the test run (conftest.py), and must all be 0
+but the first. Cost: about 20 s on 2 cores.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -29,6 +29,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from fault_probes import Probe
 from release_fakes import build_info, make_wheel
 from test_release_archives import SET, make_shard
 
@@ -41,48 +42,7 @@ from release.ship import checksums, publish, smoke, tagging
 
 SRC = Path(archives.__file__).resolve().parents[2]  # the src/ the children import release from
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
-COUNTS = {"probes run": 0, "inputs lost": 0, "corrupt outputs": 0, "tracebacks": 0}
 LINUX = sys.platform.startswith("linux")
-
-
-def tree_digest(*roots: Path) -> dict[str, str]:
-    """{path: sha256} of every file under `roots` (a missing root maps to "absent")."""
-    found = {}
-    for root in roots:
-        if not root.exists():
-            found[str(root)] = "absent"
-        for p in sorted(root.rglob("*")) if root.is_dir() else [root] if root.exists() else []:
-            if p.is_file():
-                found[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return found
-
-
-class Probe:
-    """One probe: counts it, its lost inputs, corrupt outputs and tracebacks (then asserts them 0)."""
-
-    def __init__(self, *inputs: Path):
-        COUNTS["probes run"] += 1
-        self.inputs = inputs
-        self.before = tree_digest(*inputs)
-
-    def inputs_kept(self) -> None:
-        after = tree_digest(*self.inputs)
-        lost = [p for p in self.before if after.get(p) != self.before[p]]
-        COUNTS["inputs lost"] += len(lost)
-        assert not lost, lost
-
-    def output_ok(self, ok: bool, what: str) -> None:
-        COUNTS["corrupt outputs"] += not ok
-        assert ok, f"corrupt output: {what}"
-
-    def one_error(self, stderr: str, code: int, want_code: int = 2) -> str:
-        """stderr has exactly one `error:` line and no traceback; the exit status is `want_code`."""
-        COUNTS["tracebacks"] += "Traceback" in stderr
-        assert "Traceback" not in stderr, stderr
-        assert len([line for line in stderr.splitlines() if line.startswith("error:")]) == 1, stderr
-        assert code == want_code, (code, stderr)
-        self.inputs_kept()
-        return " ".join(stderr.split())
 
 
 @pytest.fixture
