@@ -135,15 +135,24 @@ def match_reports(
 
 
 def verify_release(folder: Path) -> list[str]:
-    """Re-check a release folder: SHA256SUMS (python and `sha256sum -c`), and each wheel."""
+    """Re-check a release folder: it holds regular files only (what is published: no folder, no
+    link), SHA256SUMS names exactly those files, each once and nothing outside the folder
+    (release.ship.checksums, release.confine), they verify (python and `sha256sum -c`), and so
+    does each wheel. ReleaseError naming the folder and the first offending entry otherwise."""
     sums = folder / "SHA256SUMS"
-    if not sums.is_file():
+    if not sums.is_file() or sums.is_symlink():
         raise ReleaseError(f"{folder} has no SHA256SUMS")
+    odd = sorted(p.name for p in folder.iterdir() if p.is_symlink() or not p.is_file())
+    if odd:
+        raise ReleaseError(f"{folder}: {odd} are not regular files; a release folder holds only the files it publishes")
     names = checksums.verify_sha256sums(sums)
     listed = set(names)
-    unlisted = [p.name for p in folder.iterdir() if p.is_file() and p.name != "SHA256SUMS" and p.name not in listed]
-    if unlisted:
-        raise ReleaseError(f"{folder}: files not in SHA256SUMS: {unlisted}")
+    unlisted = [p.name for p in folder.iterdir() if p.name != "SHA256SUMS" and p.name not in listed]
+    if unlisted or "SHA256SUMS" in listed:
+        raise ReleaseError(
+            f"{folder}: SHA256SUMS does not list exactly the release's files: not listed {unlisted}"
+            + ("; it lists itself" if "SHA256SUMS" in listed else "")
+        )
     tool = shutil.which("sha256sum")
     if tool:
         proc = subprocess.run([tool, "-c", "--strict", "SHA256SUMS"], cwd=folder, capture_output=True, text=True)
