@@ -79,6 +79,9 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
     bdir = build_dirs.build_dir(
         opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
     )
+    if opts.kernels is not None:
+        # a damaged, edited, renamed or swapped archive is refused before anything is written (CMake checks again)
+        archives.verify_objects(archives.load(opts.kernels))
     steps = predict(opts, set_name, units)
     opts.build_root.mkdir(parents=True, exist_ok=True)
     kernels_summary = None
@@ -89,7 +92,6 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
         opts = dataclasses.replace(opts, kernels=archive)
         ready = dataclasses.replace(ready, opts=opts)
     else:
-        archives.load(opts.kernels)  # a damaged or edited manifest is refused before anything builds
         print(f"release: linking the kernels archive {opts.kernels}; no kernel unit compiles", flush=True)
     with locks.hold_build_folder(bdir):
         final, sidecar, result = _build_binding(ready, bdir, steps[-1])

@@ -62,14 +62,20 @@ def session_env(monkeypatch, tmp_path):
 
 
 def shards(root: Path, names=("artifact-a", "artifact-b")) -> list[Path]:
-    """Two shard archives of one split under `root`, in folders named `names` (as CI artifacts are)."""
+    """Two shard archives of one split under `root`, each in a folder named `names` (as CI's artifacts
+    are downloaded: shards/<artifact>/kernels-...-shardKofN)."""
     made = [make_shard(root / "made", 1, 2, SET[:1]), make_shard(root / "made", 2, 2, SET[1:])]
     out = []
     for folder, name in zip(made, names, strict=True):
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        folder.rename(root / name)
-        out.append(root / name)
+        (root / name).mkdir(parents=True, exist_ok=True)
+        folder.rename(root / name / folder.name)
+        out.append(root / name / folder.name)
     return out
+
+
+def gathered_name(inputs: list[Path], scratch: Path) -> str:
+    """The folder name gather gives these shards (derived from the archive key), learnt in `scratch`."""
+    return archives.gather(inputs, scratch).name
 
 
 def archive_ok(path: Path) -> bool:
@@ -85,7 +91,8 @@ def archive_ok(path: Path) -> bool:
 
 
 def test_gather_never_replaces_an_input_shard(tmp_path, capsys):
-    inputs = shards(tmp_path / "dir")
+    name = gathered_name(shards(tmp_path / "first"), tmp_path / "scratch")
+    inputs = shards(tmp_path / "dir" / name)  # the shards lie inside the folder gather would replace
     p = Probe(*inputs)
     code = archives.main(["gather", *map(str, inputs), "--out", str(tmp_path / "dir")])
     text = p.one_error(capsys.readouterr().err, code)
@@ -103,7 +110,7 @@ def test_gather_refuses_an_out_that_is_or_lies_in_an_input(tmp_path, capsys, whe
 
 def test_an_existing_folder_that_is_not_an_archive_of_that_kind_is_never_replaced(tmp_path, capsys):
     inputs = shards(tmp_path / "in")
-    name = inputs[0].name.rsplit("-shard", 1)[0]
+    name = gathered_name(inputs, tmp_path / "scratch")
     user = tmp_path / "out" / name
     user.mkdir(parents=True)
     (user / "notes.txt").write_text("mine\n")
@@ -169,7 +176,7 @@ def test_gather_killed_at_seeded_points(tmp_path, seed):
     out = tmp_path / "out"
     scratch = tmp_path / "scratch"
     points = kill_points(tmp_path, "archives", ["gather", *map(str, inputs), "--out", str(scratch)], seed)
-    final = out / inputs[0].name.rsplit("-shard", 1)[0]
+    final = out / gathered_name(inputs, tmp_path / "names")
     for point in points:
         p = Probe(*inputs)
         proc, _ = run_killed(tmp_path, point, "archives", "gather", *map(str, inputs), "--out", str(out))
@@ -179,6 +186,8 @@ def test_gather_killed_at_seeded_points(tmp_path, seed):
     rerun, _ = run_killed(tmp_path, 0, "archives", "gather", *map(str, inputs), "--out", str(out))
     assert rerun.returncode == 0, rerun.stderr
     assert archive_ok(final)
+    left = [q.name for q in out.iterdir() if q.is_dir() and q.name.startswith(f".{final.name}.")]
+    p.output_ok(not left, f"temporary folders of killed gathers left beside {final}: {left}")  # issue 34
 
 
 def release_inputs(tmp_path: Path) -> tuple[Path, Path]:
