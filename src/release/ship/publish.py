@@ -150,8 +150,9 @@ def verify_release(folder: Path) -> list[str]:
     unlisted = [p.name for p in folder.iterdir() if p.name != "SHA256SUMS" and p.name not in listed]
     if unlisted or "SHA256SUMS" in listed:
         raise ReleaseError(
-            f"{folder}: SHA256SUMS does not list exactly the release's files: not listed {unlisted}"
-            + ("; it lists itself" if "SHA256SUMS" in listed else "")
+            f"{folder}: files not in SHA256SUMS: {unlisted}"
+            + ("; SHA256SUMS lists itself" if "SHA256SUMS" in listed else "")
+            + " (it must list exactly the release's files)"
         )
     tool = shutil.which("sha256sum")
     if tool:
