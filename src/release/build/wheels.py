@@ -35,8 +35,8 @@ from pathlib import Path
 from release import locks, outputs
 from release.archive import archives
 from release.build import build_dirs, builder, compile_cache, estimate, options, prepare, progress
-from release.ship import checksums, smoke, tagging
 from release.errors import run_main
+from release.ship import checksums, smoke, tagging
 
 
 def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
