@@ -111,7 +111,8 @@ def shards(tmp_path_factory) -> list[Path]:
     out = tmp_path_factory.mktemp("shards")
     for index in (1, 2):
         build_shard(index, out)
-    return sorted(out.glob("kernels-*-shard*of2"))
+    # by shard index: the names' key12 differ per shard (the archive key covers the objects)
+    return sorted(out.glob("kernels-*-shard*of2"), key=lambda p: p.name.rsplit("-shard", 1)[1])
 
 
 @pytest.fixture(scope="module")
