@@ -51,7 +51,8 @@ def prepare(
 
     In order: BuildOptions.validate (the output folder too when `check_out`); `before_probe(set name,
     units)`, the caller's announcement and its own checks on the resolved set; with `need_torch`,
-    the ``--torch-version`` torch installed when it differs; `probe()` (default toolchain.probe)
+    the ``--torch-version`` torch checked against a stable-ABI build's minimum, then installed when
+    it differs; `probe()` (default toolchain.probe)
     and toolchain.check (torch only when `need_torch`: the kernel objects compile without it);
     the archs this nvcc cannot build; with `need_torch`, a stable-ABI build's minimum torch.
     """
@@ -59,6 +60,7 @@ def prepare(
     if before_probe is not None:
         before_probe(set_name, units)
     if need_torch and opts.torch_version:
+        opts.validate_torch(opts.torch_version)  # a stable build's torch range, before pip installs it
         toolchain.ensure_torch(opts.torch_version)
     tc = (probe or toolchain.probe)()
     if need_torch:
