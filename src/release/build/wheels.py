@@ -108,7 +108,10 @@ def _build_binding(ready: prepare.Prepared, bdir: Path, prediction=None) -> tupl
     """Steps 4 (binding and link) to 7 in the locked build folder `bdir`; returns (wheel, sidecar, result).
     `prediction` (release.build.estimate) of the binding and link drives the ETA."""
     opts, tc = ready.opts, ready.tc
-    staging = outputs.temp_dir(opts.build_root, ".staging-")
+    # Staging folders of this build folder are made only under its lock (held here): any left is a killed session's.
+    for stale in opts.build_root.glob(f".staging-{bdir.name}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = outputs.temp_dir(opts.build_root, f".staging-{bdir.name}-")
     try:
         with compile_cache.session(opts.cache) as cache:
             defines = compile_cache.settle(opts, cache).cmake_defines()  # no launcher after a fallback

@@ -210,6 +210,8 @@ def assemble(
     with locks.hold_output(out):  # one release session per output folder
         if out.exists():  # written by a session that ended while we waited for the lock
             raise ReleaseError(exists)
+        for stale in out.parent.glob(f".{out.name}.partial-*"):  # a killed session's; made only under this lock
+            shutil.rmtree(stale, ignore_errors=True)
         staging = outputs.temp_dir(out.parent, f".{out.name}.partial-")
         try:
             for f in [*wheels, *shipped]:

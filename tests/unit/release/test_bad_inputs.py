@@ -572,3 +572,51 @@ def test_a_damaged_cached_sdist_is_downloaded_again(tmp_path):
     assert "is damaged" in proc.stdout + proc.stderr and "FLASH_ATTN_SDIST" not in proc.stderr
     assert cached.read_bytes() == good.read_bytes()
     assert f"flash_attn-sdist={cached}" in proc.stdout
+
+
+# -- issue 34: what a SIGKILLed session leaves is cleaned by the next session under that root ------------
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the compilers by session id in /proc")
+def test_the_next_build_under_the_root_stops_a_killed_sessions_compiles_in_another_folder(env, capsys):
+    from test_faults import start_session
+
+    from release import procs
+    from release.build import prepare
+
+    root = env / "build"
+    session, compiler = start_session(env, root / "killed-build-folder")
+    session.kill()
+    session.communicate()
+    try:
+        assert procs.alive(compiler)  # SIGKILL cannot be caught: the fake compiler runs on
+        opts = options.BuildOptions(group="legacy", kernel_set="ci", build_root=root, out_dir=env / "out")
+        prepare.prepare(opts, need_torch=False, check_out=False, probe=lambda: GOOD)  # another folder's build
+        err = capsys.readouterr().err
+        Probe().output_ok(not procs.alive(compiler), "a compiler of the killed session still runs")
+        assert "stopped 2 process(es) of its build" in err, err  # the fake Ninja and its compiler
+        assert not (root / "killed-build-folder" / ".flash_attn-session.lock.json").exists()
+        prepare.prepare(opts, need_torch=False, check_out=False, probe=lambda: GOOD)
+        assert "taking over" not in capsys.readouterr().err  # stopped once, then nothing is stale
+    finally:
+        if procs.alive(compiler):
+            os.kill(compiler, 9)
+
+
+def test_a_killed_sessions_staging_folder_is_removed_by_the_next_build_of_that_folder(env, capsys, monkeypatch):
+    folders = []
+
+    def stop(build_dir, *a, **k):
+        folders.append(Path(build_dir))
+        raise ReleaseError("stopped here by the test")
+
+    monkeypatch.setattr(builder, "run_build", stop)
+    assert run_wheels(env, "--kernel-set", "ci", "--no-smoke") == 2
+    bdir = folders[0]
+    stale = env / "build" / f".staging-{bdir.name}-k1ll3d"
+    (stale / "raw").mkdir(parents=True)
+    (stale / "raw" / "flash_attn-half.whl").write_bytes(b"a killed session's raw wheel")
+    assert run_wheels(env, "--kernel-set", "ci", "--no-smoke") == 2
+    capsys.readouterr()
+    Probe().output_ok(not stale.exists(), f"{stale} outlived the next build of {bdir.name}")
+    assert [p.name for p in (env / "build").iterdir() if p.name.startswith(".staging-")] == []

@@ -275,3 +275,13 @@ def test_hostile_report_bytes_are_a_report_or_a_release_error(tmp_path, data):
         assert isinstance(found, dict)
         assert isinstance(reports.problems(found, reports.VALIDATION), list)
     p.inputs_kept()
+
+
+def test_a_killed_release_sessions_staging_folder_is_removed_by_the_next(tmp_path, house, capsys):
+    stale = tmp_path / ".rel.partial-k1ll3d"
+    stale.mkdir()
+    (stale / "SHA256SUMS").write_text("half written\n")
+    good_report(house, tmp_path / "reports")
+    code, err = release(house, tmp_path / "reports", tmp_path / "rel", capsys)
+    assert code == 0, err
+    Probe().output_ok(not stale.exists(), f"{stale} outlived the next release into {tmp_path / 'rel'}")
