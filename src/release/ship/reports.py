@@ -85,15 +85,14 @@ def read(path: Path) -> dict:
     """
     redo = "run the step that writes it again (nox -s validate / nox -s upstream_tests) or remove it"
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise ReleaseError(f"{path} is {size} bytes, larger than any report ({MAX_BYTES} at most); {redo}")
-        text = path.read_bytes().decode("utf-8")
-        data = json.loads(text, parse_constant=_refuse_constant)
-    except ReleaseError:
-        raise
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
     except OSError as e:
         raise ReleaseError(f"{path} cannot be read ({e.strerror or e}); {redo}") from None
+    if len(raw) > MAX_BYTES:
+        raise ReleaseError(f"{path} is larger than any report ({MAX_BYTES} bytes at most); {redo}")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise ReleaseError(f"{path} is not valid JSON ({_short(str(e) or type(e).__name__)}); {redo}") from None
     if not isinstance(data, dict):
