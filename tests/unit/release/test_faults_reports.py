@@ -297,3 +297,40 @@ def test_a_killed_release_sessions_staging_folder_is_removed_by_the_next(tmp_pat
     code, err = release(house, tmp_path / "reports", tmp_path / "rel", capsys)
     assert code == 0, err
     Probe().output_ok(not stale.exists(), f"{stale} outlived the next release into {tmp_path / 'rel'}")
+
+
+UPSTREAM_PATHS = st.sampled_from(
+    [
+        ("total",),
+        ("total", "passed"),
+        ("total", "failed"),
+        ("total", "error"),
+        ("total", "fails"),
+        ("functions",),
+        ("functions", "test_flash_attn.py::test_flash_attn_output"),
+        ("functions", "test_flash_attn.py::test_flash_attn_output", "failed"),
+        ("ran",),
+        ("exit_status",),
+        ("wheel", "sha256"),
+        ("report_schema",),
+    ]
+)
+
+
+@SETTINGS
+@given(edits=st.lists(st.tuples(UPSTREAM_PATHS, JSON), min_size=1, max_size=3))
+def test_hostile_upstream_summaries_validate_only_when_sound(tmp_path, house, edits):
+    from release.ship import upstream_tests, upstream_tests_plugin
+
+    row = dict.fromkeys(upstream_tests_plugin.OUTCOMES, 0) | {"passed": 5, "skipped": 1}
+    summary = upstream_tests_plugin.summary_record(
+        {"test_flash_attn.py::test_flash_attn_output": row}, 0, wheel=upstream_tests.wheel_facts(the_wheel(house))
+    )
+    assert reports.problems(summary, reports.UPSTREAM_TESTS) == []  # the writer's own summary
+    for path, value in edits:
+        plant(summary, path, copy.deepcopy(value))
+    Probe()  # counted in the summary line
+    if reports.problems(json.loads(json.dumps(summary)), reports.UPSTREAM_TESTS) == []:  # sound when accepted
+        total, functions = summary["total"], summary["functions"]
+        assert total["failed"] == total["error"] == 0 and total["passed"] >= 1 and summary["exit_status"] == 0
+        assert all(sum(f[o] for f in functions.values()) == total[o] for o in total)
