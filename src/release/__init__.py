@@ -45,6 +45,7 @@ ship/: what happens to a built wheel before and when it is released:
 - :mod:`release.ship.index`                  the release's static PEP 503 package indexes (one per wheel variant)
 - :mod:`release.ship.manylinux`              the ``auditwheel`` gate and re-tag of a Linux wheel
 - :mod:`release.ship.publish`                the ``release`` session: gather, checksum and verify a release
+- :mod:`release.ship.reports`                the GPU reports (validation, upstream tests) checked against their schemas
 - :mod:`release.ship.smoke`                  smoke test of one wheel in a fresh virtual environment
 - :mod:`release.ship.smoke_check`            the checks run in that venv; the build-info reader of tools/validate.py
 - :mod:`release.ship.tagging`                local version label and wheel re-tagging
