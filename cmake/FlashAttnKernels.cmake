@@ -8,10 +8,10 @@
 # an earlier build of the same key (FLASH_ATTN_KERNELS), and then compiles only the binding.
 #
 # A kernels archive is a folder: the object files (dispatch and units, by unit name) and
-# kernels-manifest.json, written by release.archive.archives from what flash_attn_export_kernels records:
-#   {"format": 1, "key": <sha256>, "fields": {<what the key covers>}, "units": [<every unit of the
-#    set>], "shard": null | {"index", "count", "units"}, "objects": [{"file", "unit", "sha256"}],
-#    "toolchain": {...}}
+# kernels-manifest.json, written by release.archive.archives from what flash_attn_export_kernels records
+# (the build key and its fields, the kernel set, the object paths). Its format, its content-addressed
+# archive key and folder name are release.archive.integrity's rule (docs/release.md, "Kernels
+# archives and shards"); flash_attn_import_kernels runs that verifier rather than restating it.
 
 # flash_attn_kernel_key(OUT_KEY <var> OUT_FIELDS <var> FIELDS <name> <value> [<name> <value>...])
 #   The build key of the kernel objects: the SHA-256 of a JSON object of the given fields (sorted
@@ -70,90 +70,45 @@ function(flash_attn_export_kernels)
   file(GENERATE OUTPUT "${arg_OUT}" CONTENT "${record}\n")
 endfunction()
 
-# flash_attn_import_kernels(TARGET <name> ARCHIVE <folder> KEY <key> FIELDS <json> UNITS <names...>)
+# flash_attn_import_kernels(TARGET <name> ARCHIVE <folder> KEY <key> FIELDS <json> UNITS <names...>
+#                           PYTHON <exe>)
 #   Makes <name> an IMPORTED OBJECT library of the objects in the kernels archive <folder>, after
-#   checking, before anything compiles, that the archive was built for exactly this build:
-#     - <folder>/kernels-manifest.json exists and is a format-1 manifest;
-#     - its key equals KEY (else FATAL_ERROR naming each field that differs, old and new value);
-#     - it is a whole set, not one shard (gather the shards first: nox -s archive_gather);
-#     - its units are UNITS (the kernel set asked for);
-#     - every object is there with the SHA-256 the manifest records.
+#   checking, before anything compiles, that the archive is whole and was built for exactly this
+#   build. The rule is Python's, not restated here: this function writes this build's build key,
+#   fields and units to <build>/kernels_expected.json and runs
+#   `python -m release.archive.integrity <folder> --expect <that file>` (stdlib only, from this
+#   checkout's src/), which verifies the archive (manifest shape, object paths confined to the
+#   folder, the archive key recomputed from the objects read, the folder's name, each object's SASS
+#   read from its fatbin) and then the link's checks: its build key equals KEY (else naming each
+#   field that differs), it is a whole set, its units are UNITS. It prints the object paths, which
+#   become IMPORTED_OBJECTS. Errors: FATAL_ERROR with the verifier's one error line.
 function(flash_attn_import_kernels)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "TARGET;ARCHIVE;KEY;FIELDS" "UNITS")
-  set(manifest_file "${arg_ARCHIVE}/kernels-manifest.json")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "TARGET;ARCHIVE;KEY;FIELDS;PYTHON" "UNITS")
   set(what "flash_attn: the kernels archive FLASH_ATTN_KERNELS=${arg_ARCHIVE}")
-  if(NOT EXISTS "${manifest_file}")
+  if(NOT EXISTS "${arg_ARCHIVE}/kernels-manifest.json")
     message(FATAL_ERROR "${what} has no kernels-manifest.json. Pass the folder that nox -s archive_<group> or "
                         "nox -s archive_gather wrote, or leave FLASH_ATTN_KERNELS empty to compile the kernels.")
   endif()
-  file(READ "${manifest_file}" manifest)
-  string(JSON format ERROR_VARIABLE bad GET "${manifest}" format)
-  if(bad OR NOT format EQUAL 1)
-    message(FATAL_ERROR "${what}: kernels-manifest.json is not a format-1 kernels manifest (${bad}).")
-  endif()
-  string(JSON key GET "${manifest}" key)
-  if(NOT key STREQUAL arg_KEY)
-    set(diff "")
-    string(JSON theirs GET "${manifest}" fields)
-    string(JSON count LENGTH "${arg_FIELDS}")
-    math(EXPR last "${count} - 1")
-    foreach(i RANGE ${last})
-      string(JSON name MEMBER "${arg_FIELDS}" ${i})
-      string(JSON ours GET "${arg_FIELDS}" "${name}")
-      string(JSON other ERROR_VARIABLE missing GET "${theirs}" "${name}")
-      if(missing)
-        set(other "(not recorded)")
-      endif()
-      if(NOT ours STREQUAL other)
-        string(APPEND diff "\n  ${name}: archive '${other}', this build '${ours}'")
-      endif()
-    endforeach()
-    if(diff STREQUAL "")
-      # Every recorded field is this build's, so the key itself was changed: an edited or damaged manifest.
-      set(diff "\n  (every field it records equals this build's: its key was edited; copy the archive again)")
-    endif()
-    message(FATAL_ERROR "${what} was built with another build key (${key}, this build ${arg_KEY}):${diff}\n"
-                        "Build the kernels with the same options and toolchain, or leave FLASH_ATTN_KERNELS empty "
-                        "to compile them here.")
-  endif()
-  string(JSON shard GET "${manifest}" kernels shard)
-  if(NOT shard STREQUAL "")
-    string(JSON index GET "${shard}" index)
-    string(JSON count GET "${shard}" count)
-    message(FATAL_ERROR "${what} is shard ${index}/${count} only. Gather all ${count} shards first: "
-                        "nox -s archive_gather -- <shard folders...>")
-  endif()
-  string(JSON objects_count LENGTH "${manifest}" objects)
-  set(objects "")
-  set(have_units "")
-  math(EXPR last "${objects_count} - 1")
-  foreach(i RANGE ${last})
-    string(JSON file GET "${manifest}" objects ${i} file)
-    string(JSON unit GET "${manifest}" objects ${i} unit)
-    string(JSON want GET "${manifest}" objects ${i} sha256)
-    set(path "${arg_ARCHIVE}/${file}")
-    if(NOT EXISTS "${path}")
-      message(FATAL_ERROR "${what} lacks ${file} (unit ${unit}); the archive is incomplete. Copy it again or "
-                          "rebuild it (nox -s archive_<group>).")
-    endif()
-    file(SHA256 "${path}" got)
-    if(NOT got STREQUAL want)
-      message(FATAL_ERROR "${what}: ${file} (unit ${unit}) has sha256 ${got}, the manifest says ${want}; the file "
-                          "is damaged. Copy the archive again or rebuild it.")
-    endif()
-    list(APPEND objects "${path}")
-    list(APPEND have_units "${unit}")
+  set(units_json "[]")
+  set(i 0)
+  foreach(unit IN LISTS arg_UNITS)
+    string(JSON units_json SET "${units_json}" ${i} "\"${unit}\"")
+    math(EXPR i "${i} + 1")
   endforeach()
-  list(REMOVE_DUPLICATES have_units)
-  list(REMOVE_ITEM have_units dispatch)
-  list(SORT have_units)
-  set(want_units ${arg_UNITS})
-  list(SORT want_units)
-  if(NOT have_units STREQUAL want_units)
-    message(FATAL_ERROR "${what} holds the units ${have_units}, but this build's kernel set has ${want_units}. "
-                        "Pass the archive of this kernel set (FLASH_ATTN_KERNEL_SET) or leave FLASH_ATTN_KERNELS "
-                        "empty.")
+  set(expect "{}")
+  string(JSON expect SET "${expect}" build_key "\"${arg_KEY}\"")
+  string(JSON expect SET "${expect}" fields "${arg_FIELDS}")
+  string(JSON expect SET "${expect}" units "${units_json}")
+  set(expect_file "${CMAKE_BINARY_DIR}/kernels_expected.json")
+  file(WRITE "${expect_file}" "${expect}\n")
+  execute_process(COMMAND "${CMAKE_COMMAND}" -E env "PYTHONPATH=${PROJECT_SOURCE_DIR}/src" --
+                          "${arg_PYTHON}" -m release.archive.integrity "${arg_ARCHIVE}" --expect "${expect_file}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    string(REGEX REPLACE "^error: " "" err "${err}")
+    message(FATAL_ERROR "${what} does not verify: ${err}")
   endif()
+  string(REPLACE "\n" ";" objects "${out}")
   add_library(${arg_TARGET} OBJECT IMPORTED GLOBAL)
   set_target_properties(${arg_TARGET} PROPERTIES IMPORTED_OBJECTS "${objects}")
   list(LENGTH objects n)

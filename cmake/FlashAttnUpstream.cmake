@@ -55,13 +55,24 @@ function(flash_attn_verify_sdist file)
 endfunction()
 
 # flash_attn_download_sdist(<python> <cache dir> <out var>)
-#   Returns the path of the pinned sdist in <cache dir>, downloading it when absent: first straight
+#   Returns the path of the pinned sdist in <cache dir>, downloading it when absent or damaged (a
+#   cached file whose SHA-256 is not the pin): first straight
 #   from PyPI's file URL (upstream.url of build-manifest.json, file(DOWNLOAD) with the pinned
 #   SHA-256: no pip and no torch needed, so torch-free kernel builds can fetch it), else with pip
 #   (for machines that reach PyPI only through pip's configured index; pip prepares the sdist's
 #   metadata, whose setup.py imports torch). FATAL_ERROR naming both attempts when neither works.
 function(flash_attn_download_sdist python cache_dir out_var)
   set(file "${cache_dir}/flash_attn-${FLASH_ATTN_UPSTREAM_VERSION}.tar.gz")
+  # A cached copy that lost bytes (a full disk, a copy cut short) is this cache's own file, not the
+  # user's: it is removed and downloaded again, so no rerun keeps failing on it.
+  if(EXISTS "${file}" AND NOT IS_DIRECTORY "${file}")
+    file(SHA256 "${file}" cached)
+    if(NOT cached STREQUAL FLASH_ATTN_UPSTREAM_SHA256)
+      message(STATUS "flash_attn: the cached ${file} is damaged (sha256 ${cached}, expected "
+                     "${FLASH_ATTN_UPSTREAM_SHA256}); removing it and downloading it again")
+      file(REMOVE "${file}")
+    endif()
+  endif()
   if(NOT EXISTS "${file}")
     message(STATUS "flash_attn: downloading flash-attn==${FLASH_ATTN_UPSTREAM_VERSION} sdist into ${cache_dir}")
     # An unwritable cache folder is named as such, not reported as a failed download.

@@ -82,3 +82,29 @@ def stand_in_torch(folder: Path, version: str) -> Path:
             "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         )
     return path
+
+
+def validation_report(
+    folder: Path,
+    wheel: Path,
+    passed: int = 3,
+    failed: int = 0,
+    sm: int = 90,
+    version: str | None = None,
+    sha256: str | None = None,
+) -> Path:
+    """A validation report of `wheel` written by tools/validate.py's own writer (finish, write_report):
+    `passed` and `failed` accuracy rows and one latency row on sm_`sm`; `version` (default the
+    wheel's, from its file name) and `sha256` (default the file's) replace what the report records.
+    Returns the JSON file."""
+    import validate  # tools/validate.py (tools/ is on pytest's pythonpath); imports torch only when it runs
+
+    rows = [{"name": f"case {i}", "status": "passed"} for i in range(passed)]
+    rows += [{"name": f"bad case {i}", "status": "FAILED", "detail": "rel_Linf 1.0"} for i in range(failed)]
+    ctx = {"flash_attn": version or wheel.name.split("-")[1], "sm": sm, "wheel": validate.wheel_record(wheel)}
+    if sha256 is not None:
+        ctx["wheel"]["sha256"] = sha256
+    latency = [{"name": "fp16 B=2 H=8 S=1024 D=128", "status": "measured", "fwd_ms": 0.12, "fwd_bwd_ms": 0.5}]
+    sections = {"accuracy": rows, "shapes": [], "backward": [], "edges": [], "latency": latency}
+    jpath, _ = validate.write_report(validate.finish(sections, ctx, "flash_attn_func"), folder)
+    return jpath

@@ -619,12 +619,19 @@ def context(module, info: dict, device_index: int = 0, wheel: Path | None = None
     if ctx["driver"]:
         ctx["driver"] = ctx["driver"].splitlines()[device_index % len(ctx["driver"].splitlines())]
     if wheel is not None:
-        try:
-            h = hashlib.sha256(Path(wheel).read_bytes()).hexdigest()
-        except OSError as e:
-            h = f"unreadable: {e}"
-        ctx["wheel"] = {"file": Path(wheel).name, "sha256": h}
+        ctx["wheel"] = wheel_record(Path(wheel))
     return ctx
+
+
+def wheel_record(wheel: Path) -> dict:
+    """The wheel a report is of, as the release checks it (release.ship.reports): its file name, its
+    sha256 and its label (the local part of the version in its file name, the label of docs/release.md)."""
+    try:
+        h = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    except OSError as e:
+        h = f"unreadable: {e}"
+    version = wheel.name.split("-")[1] if wheel.name.count("-") >= 2 else ""
+    return {"file": wheel.name, "sha256": h, "label": version.partition("+")[2]}
 
 
 # -- report --------------------------------------------------------------------------------------
@@ -641,6 +648,8 @@ def _fmt(x, spec=".2e"):
 
 
 SECTIONS = ("accuracy", "shapes", "backward", "edges", "latency")
+# The schema the reports follow (src/release/ship/schemas/validation-report.v1.json, checked by nox -s release).
+REPORT_SCHEMA = "validation-report/1"
 
 
 def count(report: dict) -> dict:
@@ -809,9 +818,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         head_dims=info.get("head_dims", ()),
     )
-    report = run_suite(suite, args.latency, *args.iters)
-    report["context"], report["api"] = ctx, suite.attn.api
-    report["counts"] = count(report)
+    report = finish(run_suite(suite, args.latency, *args.iters), ctx, suite.attn.api)
     print(render_markdown(report))
     try:
         jpath, mpath = write_report(report, args.out)
@@ -822,12 +829,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if report["counts"]["FAILED"] == 0 and report["counts"]["passed"] > 0 else 1
 
 
+def finish(report: dict, ctx: dict, api) -> dict:
+    """The report as written: the sections of run_suite with the schema version, the context (the
+    wheel's file, sha256 and label under ``wheel``), the API used and the counts of the rows."""
+    report["report_schema"] = REPORT_SCHEMA
+    report["context"], report["api"] = ctx, api
+    report["counts"] = count(report)
+    return report
+
+
 def setup_error(out: Path, ctx: dict, message: str) -> int:
     """The suite cannot run: say why on stderr, write a report that says so too; exit status 2."""
     print(f"error: {message}", file=sys.stderr)
-    report = {section: [] for section in SECTIONS}
-    report.update(context=ctx, api=None, error=message)
-    report["counts"] = count(report)
+    report = finish({section: [] for section in SECTIONS}, ctx, None)
+    report["error"] = message
     try:
         jpath, mpath = write_report(report, out)
         print(f"wrote {jpath}\nwrote {mpath}", file=sys.stderr)

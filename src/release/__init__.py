@@ -8,6 +8,7 @@ grouped by sub-package (tests/unit/test_imports.py keeps the list complete):
 Shared basics (this folder): paths, errors, the manifest, pins, outputs, locks, processes:
 
 - :mod:`release._paths`    paths of this checkout and the package version
+- :mod:`release.confine`   one confinement rule for every path read from an artifact
 - :mod:`release.errors`    the exception types and the one ``main`` wrapper
 - :mod:`release.locks`     one session at a time per build folder and per output
 - :mod:`release.manifest`  build-manifest.json as the release tooling reads it
@@ -35,7 +36,9 @@ build/: one wheel or a dev install, from the options to the Ninja run:
 
 archive/: the torch-free kernel objects' archives:
 
-- :mod:`release.archive.archives`  kernels archives: build, pack, load and gather the torch-free kernel objects
+- :mod:`release.archive.archives`   kernels archives: build, pack, load and gather the torch-free kernel objects
+- :mod:`release.archive.fatbin`     the SASS and PTX targets of an nvcc object, read from its fatbin headers
+- :mod:`release.archive.integrity`  kernels archives' integrity rule: manifest shape, content-addressed key, name
 
 ship/: what happens to a built wheel before and when it is released:
 
@@ -44,6 +47,7 @@ ship/: what happens to a built wheel before and when it is released:
 - :mod:`release.ship.index`                  the release's static PEP 503 package indexes (one per wheel variant)
 - :mod:`release.ship.manylinux`              the ``auditwheel`` gate and re-tag of a Linux wheel
 - :mod:`release.ship.publish`                the ``release`` session: gather, checksum and verify a release
+- :mod:`release.ship.reports`                the GPU reports (validation, upstream tests) checked against their schemas
 - :mod:`release.ship.smoke`                  smoke test of one wheel in a fresh virtual environment
 - :mod:`release.ship.smoke_check`            the checks run in that venv; the build-info reader of tools/validate.py
 - :mod:`release.ship.tagging`                local version label and wheel re-tagging

@@ -9,8 +9,9 @@ A second session that finds the lock taken stops with an ``error:`` line that na
 A stale lock (its holder was killed, so the OS lock is free but the holder file is still there)
 is taken over with a warning, and the compilers that session left running (its recorded build
 sessions, found by session id on Linux) are stopped first, so they cannot write into the
-folder the new build uses. The lock file itself stays (removing it would race with a new holder);
-the holder file goes when the lock is released.
+folder the new build uses; :func:`reap_stale` does the same for every build folder of a build root
+when any build starts there. The lock file itself stays (removing it would race with a new
+holder); the holder file goes when the lock is released.
 
 stdlib only: the gather session runs without a virtual environment (noxfile.py).
 """
@@ -142,6 +143,39 @@ def hold(lock_path: Path, what: str, advice: str) -> Iterator[Lock]:
             with contextlib.suppress(OSError):
                 lock_path.unlink()
                 lock_path.parent.rmdir()
+
+
+def reap_stale(build_root: Path) -> int:
+    """Stop the compiles that killed sessions left running in any build folder of `build_root`;
+    returns how many build folders had a stale lock.
+
+    A build folder's lock whose holder file is still there but whose OS lock is free was held by a
+    session that ended without releasing it (SIGKILL, a lost machine): its recorded build sessions
+    are stopped (release.procs) and the holder file removed, as :func:`hold` would on taking the
+    lock. Run at the start of every build session (release.build.prepare), so that a compile
+    orphaned in one build folder is stopped by the next build under the same root, whatever folder
+    that build uses, not only by the next build in that folder. A lock held by a live session is
+    left alone.
+    """
+    found = 0
+    for lock_path in sorted(Path(build_root).glob(f"*/{LOCK_NAME}")):
+        info_path = lock_path.with_name(lock_path.name + ".json")
+        if not info_path.is_file():  # released: nothing can still run there
+            continue
+        try:
+            fd = os.open(lock_path, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            if not _try_lock(fd):  # a live session holds it
+                continue
+            _take_over(Lock(lock_path, fd), f"build folder {lock_path.parent}")
+            with contextlib.suppress(OSError):
+                info_path.unlink()
+            found += 1
+        finally:
+            os.close(fd)
+    return found
 
 
 def held(folder: Path) -> Lock | None:

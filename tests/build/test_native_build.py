@@ -111,7 +111,8 @@ def shards(tmp_path_factory) -> list[Path]:
     out = tmp_path_factory.mktemp("shards")
     for index in (1, 2):
         build_shard(index, out)
-    return sorted(out.glob("kernels-*-shard*of2"))
+    # by shard index: the names' key12 differ per shard (the archive key covers the objects)
+    return sorted(out.glob("kernels-*-shard*of2"), key=lambda p: p.name.rsplit("-shard", 1)[1])
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +202,7 @@ def test_a_shard_compiled_again_elsewhere_without_the_cache_is_byte_identical(sh
     (again,) = (tmp_path / "out").glob("kernels-*-shard2of2")
     ours = json.loads((again / "kernels-manifest.json").read_text())
     first = json.loads((shards[1] / "kernels-manifest.json").read_text())
-    assert ours["key"] == first["key"]
+    assert ours["build_key"] == first["build_key"] and ours["key"] == first["key"]  # same objects, same archive key
     assert ours["objects"] == first["objects"], "same key, same object bytes (sha256), whoever compiled them where"
 
 
@@ -229,12 +230,16 @@ def _configure_other_threshold(tmp_path: Path) -> dict:
 
 
 def test_a_shard_of_another_key_is_refused_by_name(shards, tmp_path: Path):
+    from release.archive import integrity
+
     export = _configure_other_threshold(tmp_path)
-    other = tmp_path / "other" / shards[1].name.replace(shards[1].name.split("-")[-2], export["key"][:12])
+    manifest = json.loads((shards[1] / "kernels-manifest.json").read_text())
+    assert export["key"] != manifest["build_key"]
+    # a shard of that build, keyed and named as pack writes it (release.archive.integrity.seal)
+    manifest, name = integrity.seal(dict(manifest, fields=export["fields"]))
+    assert manifest["build_key"] == export["key"]  # CMake's key is Python's build key
+    other = tmp_path / "other" / name
     shutil.copytree(shards[1], other)
-    manifest = json.loads((other / "kernels-manifest.json").read_text())
-    assert export["key"] != manifest["key"]
-    manifest.update(key=export["key"], fields=export["fields"])
     (other / "kernels-manifest.json").write_text(json.dumps(manifest))
     proc = release("archive.archives", "gather", str(shards[0]), str(other), "--out", str(tmp_path / "out"), ok=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr

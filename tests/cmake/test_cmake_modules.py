@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import archive_fakes
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -502,7 +503,47 @@ def test_a_build_root_with_spaces_and_non_ascii_characters_reads_back_its_unit_p
     assert sources == [out / "units" / "fwd_hdim64_fp16.cu"]
 
 
-def test_linking_an_archive_whose_key_was_edited_says_so(tmp_path):
-    # Issue 28, finding 10: every field equal and the key different named no field at all.
-    text = error_text(run_script("import_kernels.cmake", ARCHIVE=str(tmp_path), EDIT="key"))
-    assert "built with another build key" in text and "its key was edited" in text
+CMAKE_FIELDS = {"format": "1", "definitions": "X=1", "cuda_architectures": "80-real"}
+
+
+def _import(tmp_path: Path, archive: Path, definitions: str = "X=1") -> subprocess.CompletedProcess:
+    (tmp_path / "work").mkdir(exist_ok=True)
+    return run_script("import_kernels.cmake", ARCHIVE=str(archive), WORK=str(tmp_path / "work"), PYTHON=sys.executable,
+                      DEFINITIONS=definitions, UNITS=";".join(archive_fakes.SET))  # fmt: skip
+
+
+@pytest.fixture
+def cmake_archive(tmp_path) -> Path:
+    """A gathered archive (stand-in objects) whose build key is that of CMAKE_FIELDS."""
+    from release.archive import archives
+
+    make = archive_fakes.make_shard
+    shards = [make(tmp_path / "s", 1, 2, archive_fakes.SET[:1], fields=CMAKE_FIELDS),
+              make(tmp_path / "s", 2, 2, archive_fakes.SET[1:], fields=CMAKE_FIELDS)]  # fmt: skip
+    return archives.gather(shards, tmp_path / "k")
+
+
+def test_linking_a_verified_archive_imports_its_objects(tmp_path, cmake_archive):
+    # CMake's key and Python's build key agree, and the verifier hands CMake the object paths.
+    out = results(_import(tmp_path, cmake_archive))
+    from release.archive import archives
+
+    manifest = archives.load(cmake_archive).manifest
+    assert out["KEY"] == manifest["build_key"]
+    assert out["OBJECTS"].split(";") == [(cmake_archive / o["file"]).as_posix() for o in manifest["objects"]]
+
+
+def test_linking_an_archive_of_another_build_key_names_the_field(tmp_path, cmake_archive):
+    text = error_text(_import(tmp_path, cmake_archive, definitions="X=2"))
+    assert "built with another build key" in text and "definitions: archive 'X=1', this build 'X=2'" in text
+
+
+def test_linking_an_archive_whose_key_was_edited_says_so(tmp_path, cmake_archive):
+    # Issue 28, finding 10 (an edited key named no field); issue 34: the archive key covers the objects.
+    import json
+
+    manifest_file = cmake_archive / "kernels-manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    manifest_file.write_text(json.dumps(dict(manifest, key="0" * 64)))
+    text = error_text(_import(tmp_path, cmake_archive))
+    assert "does not verify" in text and "was edited or damaged" in text and str(cmake_archive) in text

@@ -9,16 +9,21 @@ first), in a CMake build with ``FLASH_ATTN_KERNELS_ONLY=ON`` (no torch is looked
 the objects into an archive folder under DIR:
 
     kernels-<group>-<set>-<key12>[-shard<K>of<N>]/
-        kernels-manifest.json        format, build key and what it covers, the kernel set and its
-                                     units, the shard, every object with its unit and sha256, and
-                                     the toolchain that compiled them
+        kernels-manifest.json        format, archive key, build key and the fields it covers, the
+                                     name tokens, the kernel set and its units, the shard, every
+                                     object with its unit and sha256, and the toolchain that
+                                     compiled them
         objects/<unit>.o             one per unit (``dispatch.o`` in the whole set and in shard 1)
 
-``python -m release.archive.archives gather DIR... [--out DIR]`` (``nox -s archive_gather``) checks that the
-shards share one key, come from one split (same N, every index once) and cover the kernel set
-exactly once, verifies every object's sha256, and writes the whole-set archive that
-``nox -s wheel_<group> -- --kernels DIR`` links (cmake/FlashAttnKernels.cmake checks the key
-again against its own configuration before anything compiles).
+The archive key covers the build key, the name tokens, the shard and every object's path and
+sha256, and the folder's name is derived from it: release.archive.integrity owns that rule and
+checks it (and each object's SASS, read from its fatbin) on every read.
+
+``python -m release.archive.archives gather DIR... [--out DIR]`` (``nox -s archive_gather``) verifies every
+shard (release.archive.integrity.verify), checks that they share one build key, come from one
+split (same N, every index once) and cover the kernel set exactly once, and writes the whole-set
+archive that ``nox -s wheel_<group> -- --kernels DIR`` links (cmake/FlashAttnKernels.cmake runs
+the same verifier again, with its own configuration's build key, before anything compiles).
 
 Every step exits 2 with a message that names the offending shard or file, and writes its archive
 under a temporary name that is renamed only when complete.
@@ -27,7 +32,6 @@ under a temporary name that is renamed only when complete.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -38,13 +42,16 @@ from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
 from release import _paths, locks, outputs, pins
+from release.archive import integrity
 from release.build import build_dirs, builder, compile_cache, estimate, options, prepare, progress, toolchain
 from release.errors import ReleaseError, run_main
 from release.ship import checksums
 
-MANIFEST_NAME = "kernels-manifest.json"
+MANIFEST_NAME = integrity.MANIFEST_NAME
 EXPORT_NAME = "kernels_export.json"  # written by cmake/FlashAttnKernels.cmake at generate time
-FORMAT = 1
+FORMAT = integrity.FORMAT
+key_of = integrity.build_key  # the build key of a fields record (what CMake computes)
+archive_name = integrity.archive_name
 
 
 @dataclass
@@ -56,7 +63,13 @@ class Archive:
 
     @property
     def key(self) -> str:
+        """The archive key (content-addressed: covers the objects)."""
         return self.manifest["key"]
+
+    @property
+    def build_key(self) -> str:
+        """The build key (what the objects were built from; shared by the shards of one split)."""
+        return self.manifest["build_key"]
 
     @property
     def shard(self) -> dict | None:
@@ -87,43 +100,10 @@ def object_unit(path: str) -> tuple[str, str]:
     return unit, f"{stem}.{suffix}"
 
 
-def archive_name(group_token: str, set_token: str, key: str, shard: dict | None) -> str:
-    """kernels-legacy-dev-<12 hex>[-shard3of8]."""
-    name = f"kernels-{group_token}-{set_token}-{key[:12]}"
-    return name + (f"-shard{shard['index']}of{shard['count']}" if shard else "")
-
-
 def load(path: Path) -> Archive:
-    """Read an archive folder's manifest; ReleaseError when it is not a kernels archive."""
-    path = Path(path)
-    file = path / MANIFEST_NAME
-    if not file.is_file():
-        what = "does not exist" if not path.exists() else f"has no {MANIFEST_NAME}"
-        raise ReleaseError(
-            f"{path} {what}: expected a kernels archive folder written by nox -s archive_<group> or "
-            "nox -s archive_gather."
-        )
-    try:
-        manifest = json.loads(file.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise ReleaseError(f"{file} is not valid JSON ({e}); copy the archive again or rebuild it.") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ReleaseError(f"{file} is not a format-{FORMAT} kernels manifest; rebuild it with this checkout.")
-    fields, key = manifest.get("fields"), manifest.get("key")
-    if not isinstance(fields, dict) or not all(isinstance(v, str) for v in fields.values()) or not isinstance(key, str):
-        raise ReleaseError(f"{file} has no key with its fields; copy the archive again or rebuild it.")
-    if key_of(fields) != key:
-        raise ReleaseError(
-            f"{file}: its key {key[:12]} is not the hash of the fields it records ({key_of(fields)[:12]}), so the "
-            "manifest was edited or damaged. Copy the archive again or rebuild it."
-        )
-    return Archive(path, manifest)
-
-
-def key_of(fields: dict[str, str]) -> str:
-    """The build key of `fields` as cmake/FlashAttnKernels.cmake's flash_attn_kernel_key computes it: the
-    SHA-256 of "name=value\\n" lines sorted by name (the test checks both against each other)."""
-    return hashlib.sha256("".join(f"{n}={fields[n]}\n" for n in sorted(fields)).encode("utf-8")).hexdigest()
+    """Read and check an archive folder's manifest (release.archive.integrity.read: shape, keys, folder
+    name); ReleaseError naming the folder when it is not a kernels archive or does not verify."""
+    return Archive(Path(path), integrity.read(Path(path)))
 
 
 def _is_archive(path: Path, whole: bool) -> bool:
@@ -132,34 +112,37 @@ def _is_archive(path: Path, whole: bool) -> bool:
         manifest = json.loads((Path(path) / MANIFEST_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    record = manifest.get("kernels") if isinstance(manifest, dict) else None
-    return manifest.get("format") == FORMAT and isinstance(record, dict) and (record.get("shard") is None) == whole
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("kernels"), dict):
+        return False
+    return manifest.get("format") in (1, FORMAT) and (manifest["kernels"].get("shard") is None) == whole
 
 
 def verify_objects(archive: Archive) -> None:
-    """Every object of the manifest is there with its sha256; ReleaseError naming the first that is not."""
-    for obj in archive.manifest["objects"]:
-        f = archive.path / obj["file"]
-        if not f.is_file():
-            raise ReleaseError(f"{archive.path} lacks {obj['file']} (unit {obj['unit']}); copy the archive again.")
-        got = checksums.sha256_file(f)
-        if got != obj["sha256"]:
-            raise ReleaseError(
-                f"{f} (unit {obj['unit']}) has sha256 {got}, its manifest says {obj['sha256']}: the file is "
-                "damaged. Copy the archive again or rebuild that shard."
-            )
+    """Every object of the manifest is inside the folder with its sha256 and the SASS of the archive's
+    arch, and the key recomputed from them is the recorded one (release.archive.integrity.verify);
+    ReleaseError naming the archive and the first object that is not."""
+    integrity.verify(archive.path, archive.manifest)
 
 
-def _write_archive(
-    dest_parent: Path, name: str, manifest: dict, sources: list[tuple[Path, str]], inputs: list[Path] = ()
-) -> Path:
-    """Copy objects (source path, archive-relative file) and the manifest into dest_parent/name,
-    through a temporary folder renamed at the end (release.outputs), holding the output's lock.
+def _remove_stale_temps(dest_parent: Path, name: str) -> None:
+    """Remove the temporary folders (``.<name>.*``, never the ``.<name>.lock`` file) that a killed
+    earlier session left for `name`; called while holding the output's lock, so none is in use."""
+    for p in Path(dest_parent).glob(f".{name}.*"):
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _write_archive(dest_parent: Path, manifest: dict, sources: list[tuple[Path, str]], inputs: list[Path] = ()) -> Path:
+    """Seal `manifest` (release.archive.integrity.seal: format, build key, archive key, folder name),
+    copy the objects (source path, archive-relative file) and the manifest into dest_parent/<name>
+    through a temporary folder that is verified and renamed at the end (release.outputs), holding
+    the output's lock; a temporary folder of that name left by a killed session is removed first.
 
     An existing folder of that name is replaced only when it is a kernels archive of the same kind
     (whole set or shard), with a message; anything else, or a name that is or holds one of
     `inputs`, is refused with ReleaseError before anything is written.
     """
+    manifest, name = integrity.seal(manifest)
     final = Path(dest_parent) / name
     for src in inputs:
         if outputs.inside(final, src) or outputs.inside(src, final):
@@ -169,6 +152,7 @@ def _write_archive(
             )
     whole = manifest["kernels"].get("shard") is None
     with locks.hold_output(final):
+        _remove_stale_temps(dest_parent, name)
         tmp = outputs.temp_dir(dest_parent, f".{name}.")
         try:
             (tmp / "objects").mkdir()
@@ -176,6 +160,7 @@ def _write_archive(
                 shutil.copyfile(src, tmp / rel)
             text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
             (tmp / MANIFEST_NAME).write_text(text, encoding="utf-8")
+            integrity.verify(tmp, manifest)  # what is renamed into place is what a reader accepts
             if outputs.replace_dir(tmp, final, "kernels archive", lambda p: _is_archive(p, whole)):
                 print(f"release: replaced the earlier kernels archive {final}", flush=True)
         finally:
@@ -187,6 +172,12 @@ def _write_archive(
 def pack(build_dir: Path, dest_parent: Path, group_token: str, set_token: str, tc: toolchain.Toolchain) -> Path:
     """Archive the kernel objects of a finished kernels-only build (its kernels_export.json)."""
     export = json.loads((Path(build_dir) / EXPORT_NAME).read_text(encoding="utf-8"))
+    if integrity.build_key(export["fields"]) != export["key"]:
+        raise ReleaseError(
+            f"{Path(build_dir) / EXPORT_NAME}: CMake's build key {export['key'][:12]} is not the one computed here "
+            f"from its fields ({integrity.build_key(export['fields'])[:12]}); flash_attn_kernel_key and "
+            "release.archive.integrity.build_key disagree: a bug, report it"
+        )
     objects, sources = [], []
     for path in export["objects"]:
         src = Path(path) if Path(path).is_absolute() else Path(build_dir) / path
@@ -195,9 +186,8 @@ def pack(build_dir: Path, dest_parent: Path, group_token: str, set_token: str, t
         objects.append({"file": rel, "unit": unit, "sha256": checksums.sha256_file(src)})
         sources.append((src, rel))
     manifest = {
-        "format": FORMAT,
-        "key": export["key"],
         "fields": export["fields"],
+        "name": {"group": group_token, "set": set_token},
         "kernels": export["kernels"],
         "objects": sorted(objects, key=lambda o: o["file"]),
         "toolchain": {
@@ -206,8 +196,7 @@ def pack(build_dir: Path, dest_parent: Path, group_token: str, set_token: str, t
             "python": sys.version.split()[0],
         },
     }
-    name = archive_name(group_token, set_token, export["key"], export["kernels"].get("shard"))
-    return _write_archive(Path(dest_parent), name, manifest, sources)
+    return _write_archive(Path(dest_parent), manifest, sources)
 
 
 def cmake_executable() -> str:
@@ -298,10 +287,11 @@ def _build_locked(opts, tc, bdir: Path, cmake: str, shard: str, out: Path | None
 def gather(paths: list[Path], out: Path) -> Path:
     """Check the shard archives and merge them into one whole-set archive under `out`.
 
-    Raises ReleaseError, naming the shard folder, when: a folder is no kernels archive or is
-    already a whole set; a shard's key (what its objects were built from) differs from the first
-    one's (with the fields that differ); the shards come from different splits (N); an index is
-    missing or given twice; a unit is in two shards or in none; an object is damaged.
+    Raises ReleaseError, naming the shard folder, when: a folder is no kernels archive, does not
+    verify (release.archive.integrity: shape, object paths, keys, folder name, objects' sha256 and
+    SASS) or is already a whole set; a shard's build key (what its objects were built from) differs
+    from the first one's (with the fields that differ); the shards come from different splits (N);
+    an index is missing or given twice; a unit or object file is in two shards, or a unit in none.
     """
     if not paths:
         raise ReleaseError("give the shard folders to gather: nox -s archive_gather -- kernels/kernels-*-shard*")
@@ -315,14 +305,20 @@ def gather(paths: list[Path], out: Path) -> Path:
         if s.shard is None:
             raise ReleaseError(f"{s.path} is a whole-set archive, not a shard; it needs no gathering.")
     for s in shards[1:]:
-        if s.key != first.key:
+        if s.manifest["name"] != first.manifest["name"]:
+            raise ReleaseError(
+                f"shard {s.path} is of {s.manifest['name']}, {first.path} of {first.manifest['name']} (group and "
+                "kernel set); gather the shards of one archive_<group> split."
+            )
+        if s.build_key != first.build_key:
             diff = [
                 f"{name}: {first.path.name} '{first.manifest['fields'].get(name)}', {s.path.name} '{value}'"
                 for name, value in sorted(s.manifest["fields"].items())
                 if first.manifest["fields"].get(name) != value
             ]
             raise ReleaseError(
-                f"shard {s.path} was built with another key than {first.path} ({s.key[:12]} vs {first.key[:12]}):\n  "
+                f"shard {s.path} was built with another key than {first.path} ({s.build_key[:12]} vs "
+                f"{first.build_key[:12]}):\n  "
                 + "\n  ".join(diff or ["(fields equal; the key format differs)"])
                 + "\nRebuild that shard with the same options and toolchain as the others."
             )
@@ -362,13 +358,18 @@ def gather(paths: list[Path], out: Path) -> Path:
             + ("; " if absent and extra else "")
             + (f"not in the set: {', '.join(extra)}" if extra else "")
         )
-    manifest = dict(first.manifest)
+    files: dict[str, Path] = {}
+    for s in shards:
+        for o in s.manifest["objects"]:
+            if o["file"] in files:
+                raise ReleaseError(f"{o['file']} is in two shards: {files[o['file']]} and {s.path}.")
+            files[o["file"]] = s.path
+    manifest = {k: v for k, v in first.manifest.items() if k not in ("key", "build_key", "format")}
     manifest["kernels"] = dict(first.manifest["kernels"], shard=None)
     manifest["objects"] = sorted((o for s in shards for o in s.manifest["objects"]), key=lambda o: o["file"])
     manifest["gathered_from"] = [s.path.name for s in sorted(shards, key=lambda s: s.shard["index"])]
     sources = [(s.path / o["file"], o["file"]) for s in shards for o in s.manifest["objects"]]
-    name = first.path.name.rsplit("-shard", 1)[0]
-    return _write_archive(Path(out), name, manifest, sources, inputs=[s.path for s in shards])
+    return _write_archive(Path(out), manifest, sources, inputs=[s.path for s in shards])
 
 
 def predict_shard(opts: options.BuildOptions, units: list, shard: str, tc: toolchain.Toolchain | None = None):

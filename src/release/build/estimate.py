@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
-
 from release import manifest
 from release.build import machine, progress
+from release.errors import ReleaseError
 from release.plan import compile_model
 from release.ship import checksums
 
@@ -84,11 +84,20 @@ def available_memory_gib() -> float:
 def visible_sms(env=None) -> list[int] | None:
     """SM numbers of the CUDA devices visible here (``torch.cuda.get_device_capability``), sorted, no
     duplicates; [] with none; None when it cannot be told (no torch). ``$FLASH_ATTN_VISIBLE_SMS``
-    (``"86,90"`` or ``"none"``) replaces the probe."""
+    (``"86,90"`` or ``"none"``) replaces the probe; ReleaseError (exit 2) for a value that is neither,
+    such as ``abc``."""
     env = os.environ if env is None else env
     given = env.get(VISIBLE_SMS_ENV, "").strip()
     if given:
-        return [] if given.lower() == "none" else sorted({int(x) for x in given.replace(";", ",").split(",") if x})
+        if given.lower() == "none":
+            return []
+        entries = [x.strip() for x in given.replace(";", ",").split(",") if x.strip()]
+        if not entries or not all(x.isascii() and x.isdigit() for x in entries):
+            raise ReleaseError(
+                f"{VISIBLE_SMS_ENV}={given!r} is not a list of SM numbers; set it to e.g. 89 or 80,90, to none "
+                "for no GPU, or unset it to ask torch"
+            )
+        return sorted({int(x) for x in entries})
     try:
         import torch
     except ImportError:

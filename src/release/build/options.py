@@ -33,11 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
-
 from release import _paths, manifest
 from release.build import arch_rules
-from release.ship import checksums
 from release.errors import ReleaseError
+from release.ship import checksums
 
 _MANIFEST = manifest.load()
 # The options table: CMake/environment name -> entry (type, flag, default, doc, ...), in manifest order.
@@ -93,11 +92,26 @@ def check_value(name: str, value: str) -> None:
         )
 
 
+def empty_flag(flag: str) -> ReleaseError:
+    """The one refusal of a flag given an empty value (what to do: give one, or leave the flag out)."""
+    return ReleaseError(
+        f"{flag} was given an empty value (an unset shell variable?); give a value, or leave {flag} out for its "
+        "default."
+    )
+
+
 def pick(flag_value, name: str, env: Mapping[str, str]) -> str | None:
     """The one precedence rule of every option in every entry point: the flag's value when the flag
     was given, else the environment variable `name` when set and not empty, else None (CMake then
-    uses the manifest's default). The flag wins over the variable."""
+    uses the manifest's default). The flag wins over the variable.
+
+    A flag given an empty or blank value (``--shard ''``, an unset shell variable) is a ReleaseError
+    (exit 2), never "not given": falling back to the default would build something else than asked
+    (the whole release set on one runner for an empty shard). An empty variable stays "not set", as
+    CMake reads it (pyproject.toml passes every option, empty when unset)."""
     if flag_value is not None:
+        if isinstance(flag_value, str) and not flag_value.strip():
+            raise empty_flag(OPTIONS.get(name, {}).get("flag") or name)
         return str(flag_value)
     value = env.get(name, "")
     return value if value != "" else None
@@ -184,8 +198,9 @@ class BuildOptions:
         """Check the options before building; returns kernel_set.resolve(self.kernel_set).
 
         Raises ReleaseError for an unknown group, a custom group without archs (or archs for a
-        fixed group), an unknown kernel set, a bad job count or fatbin mode, and an output
-        folder that already holds a flash_attn wheel of another version.
+        fixed group), an unknown kernel set, a bad job count or fatbin mode, a --torch-version
+        that is not a version, and an output folder that already holds a flash_attn wheel of
+        another version.
         """
         # The group and its SM list, by cmake/FlashAttnArchGroups.cmake (toolkit rules: validate_toolchain).
         arch_rules.check_archs(
@@ -200,6 +215,8 @@ class BuildOptions:
             )
         if self.jobs is not None:
             check_value("FLASH_ATTN_JOBS", str(self.jobs))
+        if self.torch_version is not None:
+            check_torch_version(self.torch_version)
         for name, value in self.passthrough.items():
             check_value(name, value)
         try:
@@ -300,6 +317,21 @@ class BuildOptions:
         if self.group == "custom":
             expected["archs"] = list(self.cuda_archs)
         return expected
+
+
+def check_torch_version(version: str) -> None:
+    """Refuse a ``--torch-version`` that is not a PEP 440 version (``2.14.1``, ``2.14.1+cu130``), before
+    pip is asked to install ``torch==<it>``; ReleaseError (exit 2) saying what to pass instead. The
+    syntax is packaging's (what pip itself parses)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(version)
+    except InvalidVersion:
+        raise ReleaseError(
+            f"--torch-version {version!r} is not a version; pass a torch release such as "
+            f"{TORCH_MIN}.0 (pip installs torch==<it> into the session)"
+        ) from None
 
 
 def _typed(name: str, value: str) -> object:
@@ -506,11 +538,7 @@ def from_namespace(ns: argparse.Namespace, env: Mapping[str, str] | None = None)
     for dest in ("kernel_set", "cuda_archs", "torch_version", "kernels", "cache", *(d for d, _, _ in PASS_THROUGH)):
         value = getattr(ns, dest, None)
         if isinstance(value, str) and not value.strip():
-            flag = "--" + dest.replace("_", "-")
-            raise ReleaseError(
-                f"{flag} was given an empty value (an unset shell variable?); give a value, or leave {flag} out "
-                "for its default."
-            )
+            raise empty_flag("--" + dest.replace("_", "-"))
 
     archs_text = pick(ns.cuda_archs, "FLASH_ATTN_CUDA_ARCHS", env)
     jobs_text = pick(ns.jobs, "FLASH_ATTN_JOBS", env)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import locks
 from release.build import arch_rules, options, toolchain
 from release.errors import ReleaseError
 
@@ -49,16 +50,20 @@ def prepare(
 ) -> Prepared:
     """Validate `opts`, then probe and check the toolchain; ReleaseError at the first problem.
 
-    In order: BuildOptions.validate (the output folder too when `check_out`); `before_probe(set name,
+    In order: BuildOptions.validate (the output folder too when `check_out`); the compiles killed
+    sessions left running under the build root stopped (locks.reap_stale); `before_probe(set name,
     units)`, the caller's announcement and its own checks on the resolved set; with `need_torch`,
-    the ``--torch-version`` torch installed when it differs; `probe()` (default toolchain.probe)
+    the ``--torch-version`` torch checked against a stable-ABI build's minimum, then installed when
+    it differs; `probe()` (default toolchain.probe)
     and toolchain.check (torch only when `need_torch`: the kernel objects compile without it);
     the archs this nvcc cannot build; with `need_torch`, a stable-ABI build's minimum torch.
     """
     set_name, units = opts.validate(check_out=check_out)
+    locks.reap_stale(opts.build_root)  # compiles a killed session left running under this build root
     if before_probe is not None:
         before_probe(set_name, units)
     if need_torch and opts.torch_version:
+        opts.validate_torch(opts.torch_version)  # a stable build's torch range, before pip installs it
         toolchain.ensure_torch(opts.torch_version)
     tc = (probe or toolchain.probe)()
     if need_torch:

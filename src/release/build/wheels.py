@@ -35,8 +35,8 @@ from pathlib import Path
 from release import locks, outputs
 from release.archive import archives
 from release.build import build_dirs, builder, compile_cache, estimate, options, prepare, progress
-from release.ship import checksums, smoke, tagging
 from release.errors import run_main
+from release.ship import checksums, smoke, tagging
 
 
 def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
@@ -79,6 +79,9 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
     bdir = build_dirs.build_dir(
         opts.build_root, opts.group, opts.kernel_set, tc, opts.cuda_archs, opts.stable_torch_min()
     )
+    if opts.kernels is not None:
+        # a damaged, edited, renamed or swapped archive is refused before anything is written (CMake checks again)
+        archives.verify_objects(archives.load(opts.kernels))
     steps = predict(opts, set_name, units, tc, bdir)
     opts.build_root.mkdir(parents=True, exist_ok=True)
     kernels_summary = None
@@ -89,7 +92,6 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
         opts = dataclasses.replace(opts, kernels=archive)
         ready = dataclasses.replace(ready, opts=opts)
     else:
-        archives.load(opts.kernels)  # a damaged or edited manifest is refused before anything builds
         print(f"release: linking the kernels archive {opts.kernels}; no kernel unit compiles", flush=True)
     with locks.hold_build_folder(bdir):
         final, sidecar, result = _build_binding(ready, bdir, steps[-1])
@@ -106,7 +108,10 @@ def _build_binding(ready: prepare.Prepared, bdir: Path, prediction=None) -> tupl
     """Steps 4 (binding and link) to 7 in the locked build folder `bdir`; returns (wheel, sidecar, result).
     `prediction` (release.build.estimate) of the binding and link drives the ETA."""
     opts, tc = ready.opts, ready.tc
-    staging = outputs.temp_dir(opts.build_root, ".staging-")
+    # Staging folders of this build folder are made only under its lock (held here): any left is a killed session's.
+    for stale in opts.build_root.glob(f".staging-{bdir.name}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = outputs.temp_dir(opts.build_root, f".staging-{bdir.name}-")
     try:
         with compile_cache.session(opts.cache) as cache:
             defines = compile_cache.settle(opts, cache).cmake_defines()  # no launcher after a fallback

@@ -50,16 +50,21 @@ class Runner:
 
 
 def default_runner(cores: int | None = None, memory_gib: float | None = None) -> Runner:
-    """The manifest's hosted runner (release_plan.runner), with cores / memory overridden if given."""
+    """The manifest's hosted runner (release_plan.runner), with cores / memory overridden if given.
+
+    PlanError (exit 2) for fewer than 1 core or a memory that is not a finite number > 0 GiB
+    (``nan`` and ``inf`` parse as floats but size no runner).
+    """
     r = _PLAN["runner"]
     runner = Runner(
         int(r["cores"] if cores is None else cores),
         float(r["memory_gib"] if memory_gib is None else memory_gib),
         float(r["speed_factor"]),
     )
-    if runner.cores < 1 or runner.memory_gib <= 0:
+    if runner.cores < 1 or not math.isfinite(runner.memory_gib) or runner.memory_gib <= 0:
         raise PlanError(
-            f"a runner needs at least 1 core and some memory (got {runner.cores} cores, {runner.memory_gib} GiB)"
+            f"a runner needs at least 1 core and a finite memory > 0 GiB (got {runner.cores} cores, "
+            f"{runner.memory_gib} GiB)"
         )
     return runner
 
@@ -81,7 +86,8 @@ def unit_cpu_seconds(unit, sass: int, runner: Runner) -> float:
 
 def finish_times(durations: list[float], slots: int) -> list[float]:
     """Finish time of each of `durations` started in order, each on the first free of `slots` (Ninja's -j)."""
-    free = [0.0] * max(1, slots)
+    # More slots than durations finish the same; capped, so --runner-cores 2**40 needs no 2**40 slots.
+    free = [0.0] * max(1, min(slots, len(durations)))
     out = []
     for d in durations:
         out.append(free[0] + d)

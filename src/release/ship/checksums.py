@@ -5,8 +5,12 @@ writes by default and treats the same as binary on Linux), names relative to the
 checksum file, sorted, with "/" as separator. Files are written atomically.
 
 The names are relative, as ``sha256sum -c`` expects, so that tool verifies from the checksum
-file's folder (``cd wheelhouse && sha256sum -c flash_attn-...whl.sha256``). The verifier here
-resolves them against the checksum file's folder, so it works from anywhere:
+file's folder (``cd wheelhouse && sha256sum -c flash_attn-...whl.sha256``). A checksum file is
+read as untrusted input: every name must be a plain file name in that folder (release.confine's
+rule, and no "/": a checksum file covers the files beside it), listed once; anything else
+(``../outside.txt``, ``/etc/hostname``, ``sub/x``, a link) is refused before any file is read,
+with one line naming the checksum file and the line. The verifier resolves the names against the
+checksum file's folder, so it works from anywhere:
 ``python -m release.ship.checksums wheelhouse/flash_attn-...whl.sha256`` (exit 0 when every file
 matches, 2 otherwise).
 """
@@ -18,6 +22,7 @@ import os
 import re
 from pathlib import Path
 
+from release import confine
 from release.errors import ReleaseError, run_main
 from release.outputs import temp_file
 
@@ -68,16 +73,28 @@ def write_sidecar(path: Path) -> Path:
     return atomic_write_text(path.with_name(path.name + ".sha256"), format_lines([path], path.parent))
 
 
-def parse_sha256sums(text: str) -> list[tuple[str, str]]:
-    """[(hex digest, name)] of a checksum file; ReleaseError for a malformed line."""
-    entries = []
+def parse_sha256sums(text: str, source: object = "the checksum file") -> list[tuple[str, str]]:
+    """[(hex digest, name)] of a checksum file's text (`source` names it in messages).
+
+    ReleaseError for a malformed line, a name that is not a plain file name of the checksum file's
+    own folder (release.confine.member, and no "/"), or a name listed twice.
+    """
+    entries, seen = [], set()
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         m = _LINE_RE.match(line)
         if not m:
-            raise ReleaseError(f"line {n} of the checksum file is not '<sha256>  <name>': {line!r}")
-        entries.append((m.group(1).lower(), m.group(2)))
+            raise ReleaseError(f"line {n} of {source} is not '<sha256>  <name>': {line!r}")
+        name = confine.member(m.group(2), source, f"line {n}: name")
+        if "/" in name:
+            raise ReleaseError(
+                f"{source}: line {n}: name {name!r} is in a subfolder; a checksum file lists only the files beside it"
+            )
+        if name in seen:
+            raise ReleaseError(f"{source}: line {n}: {name!r} is listed twice")
+        seen.add(name)
+        entries.append((m.group(1).lower(), name))
     return entries
 
 
@@ -93,8 +110,8 @@ def verify_sha256sums(sums: Path) -> list[str]:
         text = sums.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ReleaseError(f"cannot read the checksum file {sums}: {e}") from None
-    for digest, name in parse_sha256sums(text):
-        target = base / name
+    for digest, name in parse_sha256sums(text, sums):
+        target = confine.join(base, name, sums, "name")
         if not target.is_file():
             problems.append(f"{name}: missing (looked for {target})")
         elif (found := sha256_file(target)) != digest:
@@ -121,8 +138,8 @@ def verify_sidecar(path: Path) -> bool:
     if not sidecar.is_file():
         return False
     names = verify_sha256sums(sidecar)
-    if path.name not in names:
-        raise ReleaseError(f"{sidecar} lists {names}, not {path.name}; write it again or remove it")
+    if names != [path.name]:
+        raise ReleaseError(f"{sidecar} lists {names}, not only {path.name}; write it again or remove it")
     return True
 
 

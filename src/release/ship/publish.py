@@ -7,8 +7,11 @@
    (written by the wheel session) must still match;
 2. all wheels have the same public version and distinct labels;
 3. every wheel has a validation report (``validation-*.json`` from ``tools/validate.py``) for its
-   full version, with no failed case (and, when the report recorded the wheel's sha256, the same
-   file); ``--allow-missing-reports`` downgrades a missing report to a warning, never a failed one;
+   full version, and every report of a wheel here, and the upstream-tests summary
+   (``upstream_tests*.json``) when there is one, validates against its schema
+   (release.ship.reports: counts present and integers, at least one passed case, none failed) and
+   names the wheel's sha256 and label; ``--allow-missing-reports`` downgrades a missing report to a
+   warning, never a malformed or failing one;
 4. wheels and reports (JSON + Markdown) are copied into a staging folder, ``SHA256SUMS`` is
    written and verified (also with ``sha256sum -c`` when it is on PATH), then the staging folder
    is renamed to --out, which must not exist yet.
@@ -19,7 +22,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -28,7 +30,7 @@ from pathlib import Path
 from release import _paths, locks, outputs
 from release.build.options import check_writable
 from release.errors import ReleaseError, run_main
-from release.ship import checksums, index, smoke
+from release.ship import checksums, index, reports, smoke
 
 
 def collect_wheels(sources: list[Path]) -> list[Path]:
@@ -65,12 +67,14 @@ def check_wheels(wheels: list[Path]) -> dict[Path, str]:
     return versions
 
 
-def load_reports(folder: Path | None, required: bool = True) -> list[tuple[Path, dict]]:
-    """The validation reports ``validation-*.json`` of `folder`, as (path, JSON object).
+def load_reports(
+    folder: Path | None, required: bool = True, pattern: str = "validation-*.json"
+) -> list[tuple[Path, dict]]:
+    """The reports matching `pattern` in `folder` (validation reports by default), as (path, JSON object).
 
     ReleaseError for a `folder` that is a file, or is missing while `required` (a release needs
-    its reports), and for a report that is not a JSON object. None, or a missing folder that is
-    not required, gives no reports.
+    its reports), and for a report that is not strict JSON holding an object (reports.read). None,
+    or a missing folder that is not required, gives no reports.
     """
     if folder is None:
         return []
@@ -83,19 +87,7 @@ def load_reports(folder: Path | None, required: bool = True) -> list[tuple[Path,
         )
     if not folder.is_dir():
         raise ReleaseError(f"--reports {folder} is a file; pass the folder that holds the validation-*.json reports")
-    reports = []
-    for path in sorted(folder.glob("validation-*.json")):
-        try:
-            report = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as e:
-            raise ReleaseError(f"{path} is not valid JSON: {e}") from None
-        if not isinstance(report, dict):
-            raise ReleaseError(
-                f"{path} holds a JSON {type(report).__name__}, not a validation report (an object written by "
-                "tools/validate.py); run nox -s validate again or remove the file"
-            )
-        reports.append((path, report))
-    return reports
+    return [(path, reports.read(path)) for path in sorted(folder.glob(pattern)) if path.is_file()]
 
 
 def _field(record: dict, name: str) -> dict:
@@ -104,13 +96,36 @@ def _field(record: dict, name: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def _checked(path: Path, report: dict, kind: str, wheel: Path, sha256: str, version: str) -> list[str]:
+    """Problems of one report of `wheel`: its schema's (release.ship.reports), else the wheel it names."""
+    found = reports.problems(report, kind)
+    if not found:
+        record = _field(_field(report, "context"), "wheel") if kind == reports.VALIDATION else report["wheel"]
+        found = reports.identity_problems(record, wheel, sha256, version)
+    return [f"{path.name}: {p}" for p in found]
+
+
 def match_reports(
-    versions: dict[Path, str], reports: list[tuple[Path, dict]], allow_missing: bool = False
+    versions: dict[Path, str],
+    validation: list[tuple[Path, dict]],
+    allow_missing: bool = False,
+    upstream: list[tuple[Path, dict]] = (),
 ) -> list[Path]:
-    """Check 3; returns the report files (JSON and the Markdown beside each) to ship."""
+    """Check 3; returns the report files (JSON and the Markdown beside each) to ship.
+
+    A validation report is the wheel's when its ``context.flash_attn`` is the wheel's full version;
+    one whose version is not a string names no wheel and is refused (it could be any wheel's). Each
+    upstream-tests summary must be of a wheel here. ReleaseError listing every problem.
+    """
     shipped, problems = [], []
+    sha = {w: checksums.sha256_file(w) for w in versions}
+    for path, r in validation:
+        if not isinstance(_field(r, "context").get("flash_attn"), str):
+            problems.append(
+                f"{path.name}: names no wheel (no context.flash_attn); not a report of tools/validate.py, remove it"
+            )
     for wheel, version in versions.items():
-        mine = [(p, r) for p, r in reports if _field(r, "context").get("flash_attn") == version]
+        mine = [(p, r) for p, r in validation if _field(r, "context").get("flash_attn") == version]
         if not mine:
             msg = f"{wheel.name}: no validation report for {version} (run nox -s validate -- WHEEL on a GPU)"
             if allow_missing:
@@ -120,30 +135,52 @@ def match_reports(
             continue
         for path, r in mine:
             failed = _field(r, "counts").get("FAILED", 0)
-            if failed:
+            if isinstance(failed, int) and not isinstance(failed, bool) and failed > 0:
                 problems.append(f"{path.name}: {failed} failed case(s); a release ships only passing reports")
-            recorded = _field(_field(r, "context"), "wheel")
-            if recorded.get("sha256") and recorded["sha256"] != checksums.sha256_file(wheel):
-                problems.append(f"{path.name} was measured on another file than {wheel.name} (sha256 differs)")
+            else:
+                problems += _checked(path, r, reports.VALIDATION, wheel, sha[wheel], version)
             shipped.append(path)
             md = path.with_suffix(".md")
             if md.is_file():
                 shipped.append(md)
+    for path, r in upstream:
+        found = reports.problems(r, reports.UPSTREAM_TESTS)
+        wheel = next((w for w in versions if sha[w] == _field(r, "wheel").get("sha256")), None)
+        if found:
+            problems += [f"{path.name}: {p}" for p in found]
+        elif wheel is None:
+            problems.append(
+                f"{path.name}: tested {_field(r, 'wheel').get('file')}, which is none of this release's wheels; run "
+                "nox -s upstream_tests -- WHEEL on a wheel of this release, or remove the file"
+            )
+        else:
+            problems += _checked(path, r, reports.UPSTREAM_TESTS, wheel, sha[wheel], versions[wheel])
+        shipped.append(path)
     if problems:
         raise ReleaseError("the release does not verify:\n  " + "\n  ".join(problems))
     return shipped
 
 
 def verify_release(folder: Path) -> list[str]:
-    """Re-check a release folder: SHA256SUMS (python and `sha256sum -c`), and each wheel."""
+    """Re-check a release folder: it holds regular files only (what is published: no folder, no
+    link), SHA256SUMS names exactly those files, each once and nothing outside the folder
+    (release.ship.checksums, release.confine), they verify (python and `sha256sum -c`), and so
+    does each wheel. ReleaseError naming the folder and the first offending entry otherwise."""
     sums = folder / "SHA256SUMS"
-    if not sums.is_file():
+    if not sums.is_file() or sums.is_symlink():
         raise ReleaseError(f"{folder} has no SHA256SUMS")
+    odd = sorted(p.name for p in folder.iterdir() if p.is_symlink() or not p.is_file())
+    if odd:
+        raise ReleaseError(f"{folder}: {odd} are not regular files; a release folder holds only the files it publishes")
     names = checksums.verify_sha256sums(sums)
     listed = set(names)
-    unlisted = [p.name for p in folder.iterdir() if p.is_file() and p.name != "SHA256SUMS" and p.name not in listed]
-    if unlisted:
-        raise ReleaseError(f"{folder}: files not in SHA256SUMS: {unlisted}")
+    unlisted = [p.name for p in folder.iterdir() if p.name != "SHA256SUMS" and p.name not in listed]
+    if unlisted or "SHA256SUMS" in listed:
+        raise ReleaseError(
+            f"{folder}: files not in SHA256SUMS: {unlisted}"
+            + ("; SHA256SUMS lists itself" if "SHA256SUMS" in listed else "")
+            + " (it must list exactly the release's files)"
+        )
     tool = shutil.which("sha256sum")
     if tool:
         proc = subprocess.run([tool, "-c", "--strict", "SHA256SUMS"], cwd=folder, capture_output=True, text=True)
@@ -158,7 +195,12 @@ def assemble(
 ) -> Path:
     wheels = collect_wheels(wheel_sources)
     versions = check_wheels(wheels)
-    reports = match_reports(versions, load_reports(reports_dir, not allow_missing_reports), allow_missing_reports)
+    shipped = match_reports(
+        versions,
+        load_reports(reports_dir, not allow_missing_reports),
+        allow_missing_reports,
+        load_reports(reports_dir, False, "upstream_tests*.json"),
+    )
     public = next(iter(versions.values())).split("+")[0]
     out = (out or _paths.REPO_ROOT / "dist" / f"release-{public}").resolve()
     exists = f"{out} already exists; a release folder is written once. Remove it or pass another --out"
@@ -168,9 +210,11 @@ def assemble(
     with locks.hold_output(out):  # one release session per output folder
         if out.exists():  # written by a session that ended while we waited for the lock
             raise ReleaseError(exists)
+        for stale in out.parent.glob(f".{out.name}.partial-*"):  # a killed session's; made only under this lock
+            shutil.rmtree(stale, ignore_errors=True)
         staging = outputs.temp_dir(out.parent, f".{out.name}.partial-")
         try:
-            for f in [*wheels, *reports]:
+            for f in [*wheels, *shipped]:
                 shutil.copyfile(f, staging / f.name)
             checksums.write_sha256sums([p for p in staging.iterdir() if p.is_file()], staging / "SHA256SUMS")
             verify_release(staging)

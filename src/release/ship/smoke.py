@@ -149,8 +149,13 @@ def smoke_test(
     release_paths: Path | None = RELEASE_PATHS,
     torch: str | None = None,
     torch_index: str | None = None,
+    verbose: bool = False,
 ) -> list[dict]:
     """Run every check; returns the check records, raises ReleaseError when one failed.
+
+    A failed check raises CheckFailed (exit 1) whose message names each failed check with its
+    exception line; the check script's tracebacks are printed (to stderr, before the error line)
+    only with ``verbose`` (``-v``), never inside the error message.
 
     ``torch``: the torch release to test under (installed into the venv); ReleaseError before anything
     is created when the wheel cannot load in it (an exact wheel's other torch, a stable wheel's torch
@@ -188,8 +193,16 @@ def smoke_test(
         )
         try:
             found = json.loads(proc.stdout.strip().splitlines()[-1])
+            if not isinstance(found, dict) or not isinstance(found.get("checks"), list):
+                raise ValueError("not the check script's report")
         except (ValueError, IndexError):
-            raise ReleaseError(f"the smoke check script did not report:\n{proc.stdout}{proc.stderr}") from None
+            if verbose:
+                print(f"{proc.stdout}{proc.stderr}".rstrip(), file=sys.stderr, flush=True)
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]  # the exception line, not its traceback
+            raise ReleaseError(
+                f"the smoke check script did not report (exit {proc.returncode}: {last}); run again with -v for its "
+                "output"
+            ) from None
         records += found["checks"]
         if found.get("build_info") not in (None, info):
             records.append({"check": "installed build info equals the wheel's", "ok": False, "detail": "differs"})
@@ -204,11 +217,12 @@ def smoke_test(
     for r in records:
         print(f"  [{'ok' if r['ok'] else 'FAILED'}] {r['check']}: {r['detail']}", flush=True)
     if failed:
-        tail = proc.stderr.strip().splitlines()[-15:] if proc.stderr else []
+        if verbose and proc.stderr:
+            print(proc.stderr.rstrip(), file=sys.stderr, flush=True)
         raise CheckFailed(
             f"smoke test of {wheel.name} failed: "
             + "; ".join(f"{r['check']} ({r['detail']})" for r in failed)
-            + ("\n" + "\n".join(tail) if tail else "")
+            + ("" if verbose else "; run again with -v for the check script's tracebacks")
         )
     return records
 
@@ -223,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--torch-index", help="index torch alone is installed from (PyTorch's cu1xx index); everything else: PyPI"
     )
+    p.add_argument("-v", "--verbose", action="store_true", help="print the check script's tracebacks of a failure")
     args = p.parse_args(argv)
 
     def body() -> int:
@@ -238,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                 system_site_packages=not args.isolated,
                 torch=args.torch,
                 torch_index=args.torch_index,
+                verbose=args.verbose,
             )
         return 0
 

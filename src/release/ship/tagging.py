@@ -49,6 +49,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -60,7 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flash_attn_wheel_names import label as wheel_label
-from release import _paths
+from release import _paths, confine
 from release.build import arch_rules
 from release.errors import ReleaseError
 
@@ -312,7 +313,9 @@ def verify_wheel(path: Path) -> WheelFacts:
 
     File name parses (packaging), its version equals the dist-info folder's and METADATA's
     (compared as strings of the normal form, which is what the file name must hold), and every
-    RECORD line's hash and size match the member (RECORD lists every member).
+    RECORD line's hash and size match the member (RECORD lists every member). Every member name and
+    RECORD path must follow release.confine's rule (relative, normalised, no ``..``, drive or
+    backslash), and no member may be a symbolic link.
     """
     from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
     from packaging.version import Version
@@ -327,6 +330,10 @@ def verify_wheel(path: Path) -> WheelFacts:
         raise ReleaseError(f"{path.name}: version '{file_version}' in the file name is not in normal form ({version})")
     with open_wheel(path) as zf:
         members = zf.namelist()
+        for info in zf.infolist():  # release.confine's rule for every member, and no symlink member
+            confine.member(info.filename[:-1] if info.is_dir() else info.filename, path.name, "member")
+            if stat.S_ISLNK(info.external_attr >> 16):
+                raise ReleaseError(f"{path.name}: member {info.filename!r} is a symbolic link; build the wheel again")
         dist_infos = sorted({m.split("/")[0] for m in members if m.split("/")[0].endswith(".dist-info")})
         if len(dist_infos) != 1:
             raise ReleaseError(f"{path.name}: expected one .dist-info folder, found {dist_infos}")
@@ -343,7 +350,10 @@ def verify_wheel(path: Path) -> WheelFacts:
         if canonicalize_name(meta["Name"]) != name:
             raise ReleaseError(f"{path.name}: METADATA Name {meta['Name']} differs from the file name")
         record = f"{dist_info}/RECORD"
-        rows = list(csv.reader(io.StringIO(zf.read(record).decode("utf-8"))))
+        try:
+            rows = list(csv.reader(io.StringIO(zf.read(record).decode("utf-8"))))
+        except (UnicodeDecodeError, csv.Error) as e:
+            raise ReleaseError(f"{path.name}: {record} is not UTF-8 CSV ({e}); build the wheel again") from None
         listed = set()
         for row in rows:
             if not row:
@@ -351,6 +361,7 @@ def verify_wheel(path: Path) -> WheelFacts:
             if len(row) != 3 or (row[2] and not row[2].isdigit()):
                 raise ReleaseError(f"{path.name}: RECORD row {row!r} is not 'path,hash,size'; build the wheel again")
             member, digest, size = row
+            confine.member(member, f"{path.name} {record}", "path")
             listed.add(member)
             if member == record:
                 continue

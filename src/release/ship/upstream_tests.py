@@ -10,7 +10,8 @@ head dim dispatches to a kernel head dim the wheel has in full (every unit of th
 build info's ``kernels``); ``--sample`` runs a reproducible sample of them spread over every test
 function (:mod:`release.ship.upstream_tests_plugin`). ``--jobs J`` runs J pytest-xdist workers on the
 one GPU (needs pytest-xdist). The per-function counts are printed and written to
-``<out>/upstream_tests.json``.
+``<out>/upstream_tests.json`` with the wheel's file name, sha256 and label (schema
+``upstream-tests/1``, release.ship.reports; ``nox -s release`` checks it and ships it).
 
 Needs a CUDA GPU the wheel runs on. Exit status: pytest's (0 all passed, 1 some failed, 5 nothing
 selected), 2 on bad input (no such wheel, a wheel that has no complete head dim, pytest missing).
@@ -29,7 +30,7 @@ from kernels import kernel_set as kernel_sets
 from release import _paths, manifest
 from release.build import upstream
 from release.errors import ReleaseError, run_main
-from release.ship import tagging
+from release.ship import checksums, reports, tagging
 
 TEST_FILES = ("tests/test_flash_attn.py", "tests/test_rotary.py")
 PLUGIN = "release.ship.upstream_tests_plugin"
@@ -48,12 +49,23 @@ def complete_head_dims(info: dict) -> list[int]:
     return sorted(d for d, combos in want.items() if combos <= have.get(d, set()))
 
 
-def pytest_command(tests_dir: Path, head_dims: list[int], args: argparse.Namespace, summary: Path) -> list[str]:
-    """The pytest command line (run from ``tests_dir``'s parent) for the given wheel facts."""
+def wheel_facts(wheel: Path) -> dict[str, str]:
+    """What the summary records of the wheel under test (release.ship.reports checks it against the
+    released wheel): file name, sha256 and label (the local part of the version in the file name)."""
+    version = wheel.name.split("-")[1] if wheel.name.count("-") >= 2 else ""
+    return {"file": wheel.name, "sha256": checksums.sha256_file(wheel), "label": reports.wheel_label(version)}
+
+
+def pytest_command(
+    tests_dir: Path, head_dims: list[int], args: argparse.Namespace, summary: Path, wheel: dict | None = None
+) -> list[str]:
+    """The pytest command line (run from ``tests_dir``'s parent) for the given wheel facts (`wheel`:
+    :func:`wheel_facts`, recorded in the summary)."""
     kernel_dims = manifest.load()["kernels"]["head_dims"]
     cmd = [sys.executable, "-m", "pytest", "-p", PLUGIN, "-q", "-rfE", "--tb=short"]
     cmd += [f"--fa-head-dims={','.join(map(str, head_dims))}", f"--fa-kernel-dims={','.join(map(str, kernel_dims))}"]
     cmd += [f"--fa-sample={args.sample}", f"--fa-seed={args.seed}", f"--fa-summary={summary}"]
+    cmd += [f"--fa-wheel-{key}={value}" for key, value in (wheel or {}).items()]
     if args.jobs > 1:
         cmd += ["-n", str(args.jobs)]
     cmd += [str(tests_dir.parent / f) for f in TEST_FILES]
@@ -93,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         missing = [f for f in TEST_FILES if not (root / f).is_file()]
         if missing:
             raise ReleaseError(f"the sdist {sdist.name} has no {', '.join(missing)}")
-        cmd = pytest_command(tests_dir, head_dims, args, summary)
+        cmd = pytest_command(tests_dir, head_dims, args, summary, wheel_facts(args.wheel))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(_paths.SRC_DIR), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         print(f"upstream_tests: {info.get('kernel_set')} wheel, head dims {head_dims}; {' '.join(cmd[3:])}", flush=True)

@@ -36,6 +36,10 @@ from pathlib import Path
 import pytest
 
 OUTCOMES = ("passed", "failed", "skipped", "xfailed", "xpassed", "error")
+# The schema of the summary (src/release/ship/schemas/upstream-tests.v1.json, checked by nox -s release)
+# and the facts of the wheel under test it records (file name, sha256, label; release.ship.upstream_tests).
+REPORT_SCHEMA = "upstream-tests/1"
+WHEEL_KEYS = ("file", "sha256", "label")
 
 
 def _torch_dynamo_rotary_qkv() -> str | None:
@@ -44,8 +48,10 @@ def _torch_dynamo_rotary_qkv() -> str | None:
     returns its input rotated in place. Upstream's own modules, with no wheel of ours, fail 19 to 21
     of the 24 ``compiled=True, rotary_fraction=1.0`` cases; which compiled cases fail depends on what
     the process compiled before (a sampled run also failed two ``rotary_fraction=0.5`` cases)."""
-    import torch
-
+    try:
+        import torch
+    except ImportError:  # no torch, no Dynamo: the fact cannot hold (and upstream's test files need torch anyway)
+        return None
     minor = ".".join(torch.__version__.split("+")[0].split(".")[:2])
     if minor in ("2.11",):
         return (
@@ -123,6 +129,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--fa-sample", type=int, default=0, help="run at most this many cases (0: all)")
     group.addoption("--fa-seed", type=int, default=0, help="seed of the sample")
     group.addoption("--fa-summary", default="", help="write the per-function counts to this JSON file")
+    for key in WHEEL_KEYS:
+        group.addoption(f"--fa-wheel-{key}", default="", help=f"the summary's wheel.{key} (the wheel under test)")
 
 
 def _ints(text: str) -> list[int]:
@@ -246,16 +254,32 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         )
     summary = config.getoption("fa_summary")
     if summary:
-        record = {
+        record = summary_record(
+            counts,
+            int(exitstatus),
             # under pytest-xdist the workers select, so this (controller) process does not know it
-            "selected": config.stash.get(_SELECTED, None),
-            "ran": sum(total.values()),
-            "head_dims": _ints(config.getoption("fa_head_dims")),
-            "sample": config.getoption("fa_sample"),
-            "seed": config.getoption("fa_seed"),
-            "functions": counts,
-            "kernel_head_dims": dict(sorted(config.stash.get(_DIM_COUNTS, {}).items())),
-            "total": total,
-            "exit_status": int(exitstatus),
-        }
-        Path(summary).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+            selected=config.stash.get(_SELECTED, None),
+            head_dims=_ints(config.getoption("fa_head_dims")),
+            sample=config.getoption("fa_sample"),
+            seed=config.getoption("fa_seed"),
+            kernel_head_dims=dict(sorted(config.stash.get(_DIM_COUNTS, {}).items())),
+            wheel={key: config.getoption(f"fa_wheel_{key}") for key in WHEEL_KEYS},
+        )
+        tmp = Path(summary).with_name(f".{Path(summary).name}.partial")  # never a half-written summary
+        tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(summary)
+
+
+def summary_record(counts: dict, exit_status: int, **facts) -> dict:
+    """The summary written to ``--fa-summary``: the schema version, `facts` (selected, head_dims,
+    sample, seed, kernel_head_dims: the counts per kernel head dim, wheel: ``{file, sha256, label}``), ``ran`` (every outcome counted), the
+    per-function `counts` ({function: {outcome: n}}), their ``total`` and pytest's exit status."""
+    total = {o: sum(row[o] for row in counts.values()) for o in OUTCOMES}
+    return {
+        "report_schema": REPORT_SCHEMA,
+        **facts,
+        "ran": sum(total.values()),
+        "functions": counts,
+        "total": total,
+        "exit_status": exit_status,
+    }

@@ -49,9 +49,10 @@ def steady_machine(monkeypatch):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The fault-injection summary (test_faults.py): probes run, inputs lost, corrupt outputs, tracebacks."""
+    """The fault-injection summary (fault_probes.COUNTS, filled by test_faults*.py): probes run, inputs
+    lost, corrupt outputs, paths outside the output, tracebacks, internal errors."""
     import sys
 
-    faults = sys.modules.get("test_faults")
-    if faults is not None and faults.COUNTS["probes run"]:
-        terminalreporter.write_line("fault injection: " + ", ".join(f"{k}: {v}" for k, v in faults.COUNTS.items()))
+    probes = sys.modules.get("fault_probes")
+    if probes is not None and probes.COUNTS["probes run"]:
+        terminalreporter.write_line("fault injection: " + ", ".join(f"{k}: {v}" for k, v in probes.COUNTS.items()))

@@ -9,6 +9,7 @@ check, 130 interrupted), and the output folder holds nothing new (no build folde
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import sys
@@ -18,6 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fault_probes import Probe
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from release_fakes import build_info, make_wheel
 
 from release import manifest
@@ -28,6 +32,9 @@ from release.ship import checksums, publish, smoke, tagging
 
 ROOT = Path(__file__).resolve().parents[3]
 
+SETTINGS = settings(max_examples=100, deadline=None, derandomize=True, database=None)
+# capsys is read (and so reset) by every example of the property tests that use it
+CAPTURED = settings(SETTINGS, suppress_health_check=[HealthCheck.function_scoped_fixture])
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
 
 
@@ -391,3 +398,225 @@ def test_retag_gives_the_same_bytes_whatever_the_raw_wheels_timestamps(tmp_path,
 def test_source_date_epoch_prefers_the_environment():
     assert tagging.source_date_epoch({"SOURCE_DATE_EPOCH": "1700000000"}) == "1700000000"
     assert tagging.source_date_epoch({}).isdigit()
+
+
+# -- issue 34: the rest of the probe list (each ended in a default build, exit 3 or a traceback) ---------
+
+
+def _one_error(capsys, code: int, *needles: str, inputs: tuple[Path, ...] = ()) -> str:
+    """One fault probe (fault_probes.COUNTS): one error: line, exit 2, no traceback, no internal error."""
+    err = Probe(*inputs).one_error(capsys.readouterr().err, code)
+    for n in needles:
+        assert n in err, err
+    return err
+
+
+@pytest.mark.parametrize("value", ["", " ", "\t"])
+def test_an_empty_shard_is_refused_not_the_whole_set(env, capsys, no_kernels_build, value):
+    from release.archive import archives
+
+    code = archives.main(["build", "--arch-group", "legacy", "--kernel-set", "release", "--shard", value])
+    _one_error(capsys, code, "--shard was given an empty value", "leave --shard out")
+    assert no_kernels_build == []  # before: the 72 units of the release set on this one runner
+
+
+@pytest.mark.parametrize("flag", ["--kernel-set", "--cuda-archs"])
+def test_dev_refuses_an_empty_flag_instead_of_its_default(env, capsys, monkeypatch, flag):
+    from release.build import dev
+
+    monkeypatch.setattr(dev.builder, "run_streamed", lambda *a, **k: pytest.fail("a build was started"))
+    code = dev.main([flag, "", "--arch-group", "custom"], probe=lambda: GOOD, visible=lambda: [90])
+    _one_error(capsys, code, f"{flag} was given an empty value")
+
+
+@SETTINGS
+@given(value=st.text(alphabet=" \t\n\r\x0b\x0c", max_size=4), name=st.sampled_from(list(options.OPTIONS)))
+def test_every_option_read_through_pick_refuses_a_blank_flag(value, name):
+    with pytest.raises(ReleaseError, match="was given an empty value"):
+        options.pick(value, name, {name: "from-the-environment"})
+    assert options.pick(None, name, {name: ""}) is None  # an empty variable stays "not set", as CMake reads it
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999", "NaN", "0", "-1"])
+def test_runner_memory_must_be_a_finite_positive_number(capsys, value):
+    from release.plan import plan
+
+    _one_error(capsys, plan.main([f"--runner-memory-gib={value}"]), "finite memory > 0 GiB")
+
+
+@CAPTURED
+@given(memory=st.floats(), cores=st.integers(-(2**40), 2**40))
+def test_any_runner_plans_or_is_refused(capsys, memory, cores):
+    from release.plan import plan
+
+    code = plan.main(["--json", f"--runner-memory-gib={memory!r}", f"--runner-cores={cores}"])
+    if code != 0:
+        _one_error(capsys, code, "a runner needs")
+    else:
+        capsys.readouterr()
+
+
+def _no_pip(monkeypatch) -> list:
+    calls = []
+    monkeypatch.setattr(toolchain, "ensure_torch", lambda v, *a, **k: calls.append(v) or pytest.fail(f"pip ran: {v}"))
+    return calls
+
+
+def test_a_torch_version_that_is_no_version_is_refused_before_pip(env, capsys, monkeypatch):
+    calls = _no_pip(monkeypatch)
+    code = run_wheels(env, "--kernel-set", "ci", "--torch-version", "latest; rm -rf /")
+    _one_error(capsys, code, "--torch-version 'latest; rm -rf /' is not a version")
+    assert calls == [] and not (env / "build").exists()
+
+
+@pytest.mark.parametrize("version", ["2.10.0", "2.10.1+cu128", "1.13"])
+def test_the_stable_abi_torch_range_is_checked_before_pip(env, capsys, monkeypatch, version):
+    calls = _no_pip(monkeypatch)
+    code = run_wheels(env, "--kernel-set", "ci", "--torch-abi", "stable", "--torch-version", version)
+    _one_error(capsys, code, f"found torch {version}", f"Pass --torch-version {options.TORCH_MIN}.0")
+    assert calls == []
+
+
+@SETTINGS
+@given(version=st.text(max_size=12))
+def test_any_torch_version_text_is_a_version_or_one_error(version):
+    try:
+        options.check_torch_version(version)
+    except ReleaseError as e:
+        assert "is not a version" in str(e)
+    else:
+        from packaging.version import Version
+
+        Version(version)
+
+
+@pytest.mark.parametrize("value", ["abc", "80,x", "8.0", ",", "sm_90"])
+def test_visible_sms_that_are_no_sm_numbers_are_one_error(env, capsys, monkeypatch, value):
+    from release.build import dev
+
+    monkeypatch.setenv("FLASH_ATTN_VISIBLE_SMS", value)
+    monkeypatch.setattr(dev.builder, "run_streamed", lambda *a, **k: pytest.fail("a build was started"))
+    code = dev.main([], probe=lambda: GOOD)
+    _one_error(capsys, code, "FLASH_ATTN_VISIBLE_SMS=", "is not a list of SM numbers")
+
+
+@SETTINGS
+@given(value=st.text(max_size=10))
+def test_visible_sms_parse_or_refuse(value):
+    from release.build import estimate
+
+    try:
+        found = estimate.visible_sms({"FLASH_ATTN_VISIBLE_SMS": value})
+    except ReleaseError as e:
+        assert "FLASH_ATTN_VISIBLE_SMS" in str(e)
+    else:
+        assert found is None or all(isinstance(sm, int) and sm >= 0 for sm in found)
+
+
+def test_a_failing_smoke_check_prints_no_traceback_without_v(tmp_path, capsys, monkeypatch):
+    """The check script's traceback of a failed check stays out of the error (and comes with -v)."""
+    import subprocess
+
+    wheel = tagging.retag(make_wheel(tmp_path / "raw"), tmp_path / "t")
+    checksums.write_sidecar(wheel)
+    child_err = 'Traceback (most recent call last):\n  File "smoke_check.py", line 9\nOSError: bad ELF\n'
+    report = {"checks": [{"check": "native library loads", "ok": False, "detail": "OSError: bad ELF"}]}
+
+    def run(cmd, **kwargs):
+        out = json.dumps(report) if str(smoke.CHECK_SCRIPT) in map(str, cmd) else ""
+        return subprocess.CompletedProcess(cmd, 0 if not out else 1, out, child_err if out else "")
+
+    monkeypatch.setattr(smoke, "make_venv", lambda root, *a: root / "bin" / "python")
+    monkeypatch.setattr(smoke, "_match_torch", lambda *a, **k: None)
+    monkeypatch.setattr(smoke, "_gpu_available", lambda *a: False)
+    monkeypatch.setattr(smoke.subprocess, "run", run)
+    code = smoke.main([str(wheel), "--no-deps"])
+    err = capsys.readouterr().err
+    Probe(wheel).one_error(err, code, want_code=1)
+    assert "native library loads (OSError: bad ELF)" in err and "run again with -v" in err
+    code = smoke.main([str(wheel), "--no-deps", "-v"])
+    assert code == 1 and "Traceback (most recent call last)" in capsys.readouterr().err
+
+
+def _pinned_cmake() -> str | None:
+    try:
+        import cmake  # the PyPI package of tool_pins.build (the system cmake may be older than 3.25)
+    except ImportError:
+        return None
+    return str(Path(cmake.CMAKE_BIN_DIR) / ("cmake.exe" if os.name == "nt" else "cmake"))
+
+
+@pytest.mark.skipif(_pinned_cmake() is None, reason="the PyPI cmake package is not installed (tool_pins.build)")
+def test_a_damaged_cached_sdist_is_downloaded_again(tmp_path):
+    """A truncated sdist in the download cache is the cache's, not FLASH_ATTN_SDIST's: it is fetched again
+    (here from a file:// URL of a manifest copy whose pin is that file), so a rerun does not fail the same way."""
+    import subprocess
+
+    good = tmp_path / "pypi" / "flash_attn-2.8.3.post2.tar.gz"
+    good.parent.mkdir()
+    good.write_bytes(b"the pinned sdist's bytes\n" * 100)
+    data = json.loads((ROOT / "build-manifest.json").read_text())
+    version = data["upstream"]["version"]
+    data["upstream"].update(sha256=checksums.sha256_file(good), url=good.as_uri())
+    (tmp_path / "manifest.json").write_text(json.dumps(data))
+    cached = tmp_path / "cache" / f"flash_attn-{version}.tar.gz"
+    cached.parent.mkdir()
+    cached.write_bytes(good.read_bytes()[:1000])  # a copy cut short
+    Probe(good)
+    cmd = [_pinned_cmake(), f"-DFLASH_ATTN_MANIFEST={tmp_path / 'manifest.json'}", "-P"]
+    cmd.append(str(ROOT / "cmake" / "scripts" / "FetchUpstreamSdist.cmake"))
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, "FLASH_ATTN_CACHE_DIR": str(cached.parent)}
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "is damaged" in proc.stdout + proc.stderr and "FLASH_ATTN_SDIST" not in proc.stderr
+    assert cached.read_bytes() == good.read_bytes()
+    assert f"flash_attn-sdist={cached}" in proc.stdout
+
+
+# -- issue 34: what a SIGKILLed session leaves is cleaned by the next session under that root ------------
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the compilers by session id in /proc")
+def test_the_next_build_under_the_root_stops_a_killed_sessions_compiles_in_another_folder(env, capsys):
+    from test_faults import start_session
+
+    from release import procs
+    from release.build import prepare
+
+    root = env / "build"
+    session, compiler = start_session(env, root / "killed-build-folder")
+    session.kill()
+    session.communicate()
+    try:
+        assert procs.alive(compiler)  # SIGKILL cannot be caught: the fake compiler runs on
+        opts = options.BuildOptions(group="legacy", kernel_set="ci", build_root=root, out_dir=env / "out")
+        prepare.prepare(opts, need_torch=False, check_out=False, probe=lambda: GOOD)  # another folder's build
+        err = capsys.readouterr().err
+        Probe().output_ok(not procs.alive(compiler), "a compiler of the killed session still runs")
+        assert "stopped 2 process(es) of its build" in err, err  # the fake Ninja and its compiler
+        assert not (root / "killed-build-folder" / ".flash_attn-session.lock.json").exists()
+        prepare.prepare(opts, need_torch=False, check_out=False, probe=lambda: GOOD)
+        assert "taking over" not in capsys.readouterr().err  # stopped once, then nothing is stale
+    finally:
+        if procs.alive(compiler):
+            os.kill(compiler, 9)
+
+
+def test_a_killed_sessions_staging_folder_is_removed_by_the_next_build_of_that_folder(env, capsys, monkeypatch):
+    folders = []
+
+    def stop(build_dir, *a, **k):
+        folders.append(Path(build_dir))
+        raise ReleaseError("stopped here by the test")
+
+    monkeypatch.setattr(builder, "run_build", stop)
+    assert run_wheels(env, "--kernel-set", "ci", "--no-smoke") == 2
+    bdir = folders[0]
+    stale = env / "build" / f".staging-{bdir.name}-k1ll3d"
+    (stale / "raw").mkdir(parents=True)
+    (stale / "raw" / "flash_attn-half.whl").write_bytes(b"a killed session's raw wheel")
+    assert run_wheels(env, "--kernel-set", "ci", "--no-smoke") == 2
+    capsys.readouterr()
+    Probe().output_ok(not stale.exists(), f"{stale} outlived the next build of {bdir.name}")
+    assert [p.name for p in (env / "build").iterdir() if p.name.startswith(".staging-")] == []

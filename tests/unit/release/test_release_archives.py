@@ -6,43 +6,13 @@ tests/build/test_sharded_build.py.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from archive_fakes import FIELDS, SET, TOKENS, fatbin_object, make_shard, write_archive  # noqa: F401 (re-exported)
 
 from release.archive import archives
 from release.errors import ReleaseError
-from release.ship import checksums
-
-SET = ["fwd_hdim64_fp16", "fwd_hdim64_fp16_causal", "bwd_hdim64_fp16"]
-FIELDS = {"definitions": "FLASH_NAMESPACE=flash;FLASH_ATTN_RESCALE_THRESHOLD=8.0f", "format": "1"}
-
-
-def _record(units, shard):
-    kernels_list = []
-    for name in units:
-        kind, rest = name.split("_hdim")
-        d, dtype, *causal = rest.split("_")
-        kernels_list.append({"kind": kind, "dtype": dtype, "head_dim": int(d), "causal": bool(causal)})
-    return {"kernel_set": "custom", "kernels": kernels_list, "shard": shard}
-
-
-def make_shard(root: Path, index: int, count: int, units: list[str], fields=None) -> Path:
-    """A shard archive holding `units` (plus the dispatch in shard 1) as small fake objects; its key
-    is the hash of `fields` (default FIELDS), as CMake writes it."""
-    key = archives.key_of(fields or FIELDS)
-    folder = root / f"kernels-custom_sm80-list-{key[:12]}-shard{index}of{count}"
-    (folder / "objects").mkdir(parents=True)
-    objects = []
-    for unit in units + (["dispatch"] if index == 1 else []):
-        f = folder / "objects" / f"{unit}.o"
-        f.write_bytes(f"object of {unit} {key}".encode())
-        objects.append({"file": f"objects/{unit}.o", "unit": unit, "sha256": checksums.sha256_file(f)})
-    manifest = {"format": 1, "key": key, "fields": fields or FIELDS, "objects": objects,
-                "kernels": _record(SET, {"index": index, "count": count, "units": units})}  # fmt: skip
-    (folder / archives.MANIFEST_NAME).write_text(json.dumps(manifest))
-    return folder
 
 
 def two_shards(tmp_path: Path) -> list[Path]:
@@ -52,7 +22,8 @@ def two_shards(tmp_path: Path) -> list[Path]:
 def test_gather_merges_shards_into_one_whole_set_archive(tmp_path: Path):
     out = archives.gather(two_shards(tmp_path), tmp_path / "out")
     archive = archives.load(out)
-    assert archive.shard is None and out.name == f"kernels-custom_sm80-list-{archives.key_of(FIELDS)[:12]}"
+    assert archive.shard is None and out.name == f"kernels-custom_sm80-list-{archive.key[:12]}"
+    assert archive.build_key == archives.key_of(FIELDS)
     assert sorted(archive.object_units) == sorted(SET + ["dispatch"])
     archives.verify_objects(archive)  # every object copied with its sha256
     assert archive.manifest["gathered_from"] == [p.name for p in two_shards(tmp_path / "again")]
@@ -87,7 +58,7 @@ def test_incomplete_or_overlapping_shards_are_named(tmp_path: Path, shards, mess
 
 def test_a_damaged_object_is_named(tmp_path: Path):
     shards = two_shards(tmp_path)
-    (shards[1] / "objects" / "bwd_hdim64_fp16.o").write_bytes(b"truncated")
+    (shards[1] / "objects" / "bwd_hdim64_fp16.o").write_bytes(fatbin_object("truncated"))
     with pytest.raises(ReleaseError, match="bwd_hdim64_fp16.*damaged"):
         archives.gather(shards, tmp_path / "out")
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
-from release_fakes import build_info, make_wheel
+from release_fakes import build_info, make_wheel, validation_report
 
 from release.errors import ReleaseError
 from release.ship import checksums, publish, tagging
@@ -25,13 +24,10 @@ def wheelhouse(tmp_path):
 
 
 def report(folder, version, failed=0, sha=None, sm=90):
-    folder.mkdir(parents=True, exist_ok=True)
-    ctx = {"flash_attn": version, "sm": sm}
-    if sha:
-        ctx["wheel"] = {"file": "x", "sha256": sha}
-    stem = f"validation-{version}-sm{sm}"
-    (folder / f"{stem}.json").write_text(json.dumps({"context": ctx, "counts": {"passed": 30, "FAILED": failed}}))
-    (folder / f"{stem}.md").write_text("# report\n")
+    """The validation report tools/validate.py writes for the wheelhouse's wheel of `version` (a
+    version of no wheel there records an unreadable file)."""
+    wheel = folder.parent / "wheelhouse" / f"flash_attn-{version}-cp310-abi3-linux_x86_64.whl"
+    validation_report(folder, wheel, failed=failed, sm=sm, version=version, sha256=sha)
 
 
 def test_assemble_and_verify(tmp_path, wheelhouse):
