@@ -397,12 +397,17 @@ release_install() {  # abi wheel: install it into $W/site_<abi> unless that hold
     echo "$2" > "$W/site_$1/.from"
   fi
 }
-release_up() {  # abi: upstream's tests of that wheel, detached from a copy of the sources; waits; 0 when done
+up_start() {  # abi: upstream's tests of that wheel, detached, from a copy of the sources (a later call
+  # re-sends the tree), unless they ran or run already
   local abi=$1
   [ -f "$W/up$abi.done" ] || [ -f "$W/up$abi.failed" ] || running "up$abi" || {
     rm -rf "$W/tree_$abi" && mkdir -p "$W/tree_$abi" &&
       cp -r "$ROOT/src" "$ROOT/flash_attn" "$ROOT/cmake" "$ROOT/build-manifest.json" "$ROOT/pyproject.toml" "$W/tree_$abi/" &&
       background "up$abi" "up_$abi" up_tests; }
+}
+release_up() {  # abi: upstream's tests of that wheel (up_start), waited for; 0 when done
+  local abi=$1
+  up_start "$abi"
   wait_for "up$abi" "$(left 15)"
   cp "$W/up$abi.log" "$R/upstream_$abi.txt" 2>/dev/null
   cp "$W/once/up_$abi/upstream_tests.json" "$R/upstream_tests_$abi.json" 2>/dev/null
@@ -714,10 +719,7 @@ dropin)
   # One wheel's run at a time: both at once (2 x 8 workers) ran the GPU out of memory (lab evidence
   # h200-2026-12-02-dropin-2). Detached, from a copy of the sources (a later call re-sends the tree).
   for abi in ${UP_ABIS:-exact stable}; do
-    [ -f "$W/up$abi.done" ] || [ -f "$W/up$abi.failed" ] || running "up$abi" || {
-      rm -rf "$W/tree_$abi" && mkdir -p "$W/tree_$abi" &&
-        cp -r "$ROOT/src" "$ROOT/flash_attn" "$ROOT/cmake" "$ROOT/build-manifest.json" "$ROOT/pyproject.toml" "$W/tree_$abi/" &&
-        background "up$abi" "up_$abi" up_tests; }
+    up_start "$abi"
     wait_for "up$abi" "$(left 15)"
     cp "$W/up$abi.log" "$R/dropin_upstream_$abi.txt" 2>/dev/null
     cp "$W/once/up_$abi/upstream_tests.json" "$R/upstream_tests_$abi.json" 2>/dev/null
@@ -768,12 +770,7 @@ release)
   if [ "$together" = 1 ]; then
     UP_JOBS=$(( UP_JOBS / 2 > 0 ? UP_JOBS / 2 : 1 ))
     export UP_JOBS
-    for abi in $abis; do
-      [ -f "$W/up$abi.done" ] || [ -f "$W/up$abi.failed" ] || running "up$abi" || {
-        rm -rf "$W/tree_$abi" && mkdir -p "$W/tree_$abi" &&
-          cp -r "$ROOT/src" "$ROOT/flash_attn" "$ROOT/cmake" "$ROOT/build-manifest.json" "$ROOT/pyproject.toml" "$W/tree_$abi/" &&
-          background "up$abi" "up_$abi" up_tests; }
-    done
+    for abi in $abis; do up_start "$abi"; done
   fi
   mkdir -p "$W/tf" && cp "$ROOT/tests/gpu/test_transformers_fa2.py" "$W/tf/"
   cd "$W" || exit 3  # never import the checkout's flash_attn/

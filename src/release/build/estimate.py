@@ -275,8 +275,8 @@ def pending(build_dir: Path, defines: dict[str, str], ninja: str | None = None) 
     Ninja does not first "re-run CMake" (:func:`_manifest_is_current` checks that separately).
     None (predict everything) when the answer is not known: no configured build folder, a cached
     option that differs from `defines` (the configure will change the build), a build that re-runs
-    CMake first for a change of the project's own files, a dry run that fails. `ninja`: the program to ask, default the cache's
-    CMAKE_MAKE_PROGRAM (the one that wrote the folder's .ninja_log). CMake's glob check
+    CMake first for a change of the project's own files, a dry run that fails. `ninja`: the program
+    to ask, default the cache's CMAKE_MAKE_PROGRAM (the one that wrote the folder's .ninja_log). CMake's glob check
     (cmake.verify_globs, every build) is not counted.
     """
     build_dir = Path(build_dir)

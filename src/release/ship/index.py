@@ -108,10 +108,7 @@ def published_entries(releases: list[dict], sums_dir: Path, repo: str) -> dict[s
             raise ReleaseError(
                 f"cannot read {sums} ({e}); download it: gh release download {tag} -p SHA256SUMS"
             ) from None
-        try:
-            pairs = checksums.parse_sha256sums(text)
-        except ReleaseError as e:
-            raise ReleaseError(f"{sums} of release {tag}: {e}") from None
+        pairs = checksums.parse_sha256sums(text, source=f"{sums} of release {tag}")
         for digest, name in pairs:
             if not name.endswith(".whl"):
                 continue  # build summaries, reports

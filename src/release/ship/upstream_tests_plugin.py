@@ -272,7 +272,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 def summary_record(counts: dict, exit_status: int, **facts) -> dict:
     """The summary written to ``--fa-summary``: the schema version, `facts` (selected, head_dims,
-    sample, seed, kernel_head_dims: the counts per kernel head dim, wheel: ``{file, sha256, label}``), ``ran`` (every outcome counted), the
+    sample, seed, kernel_head_dims: the counts per kernel head dim, wheel: ``{file, sha256,
+    label}``), ``ran`` (every outcome counted), the
     per-function `counts` ({function: {outcome: n}}), their ``total`` and pytest's exit status."""
     total = {o: sum(row[o] for row in counts.values()) for o in OUTCOMES}
     return {
