@@ -10,6 +10,7 @@ Shared basics (this folder): paths, errors, the manifest, pins, outputs, locks, 
 - :mod:`release._paths`    paths of this checkout and the package version
 - :mod:`release.confine`   one confinement rule for every path read from an artifact
 - :mod:`release.errors`    the exception types and the one ``main`` wrapper
+- :mod:`release.index_url` the package index URL, derived from the repository a workflow runs in
 - :mod:`release.locks`     one session at a time per build folder and per output
 - :mod:`release.manifest`  build-manifest.json as the release tooling reads it
 - :mod:`release.outputs`   outputs written atomically, never over an input
@@ -58,10 +59,15 @@ plan/: the release's plan, its matrix, its docs tables and its rehearsal:
 
 - :mod:`release.plan.compile_model`  a runner's nvcc jobs, a build's predicted wall time, job minutes, shard counts
 - :mod:`release.plan.doc_tables`     the docs' tables rendered from the build manifest
+- :mod:`release.plan.fake_github`    the rehearsal's GitHub: releases (draft, published), assets, dispatches
 - :mod:`release.plan.gha`            the GitHub Actions semantics the release rehearsal reproduces
 - :mod:`release.plan.matrix`         the release build matrix and its job lists (link, shards, gather)
 - :mod:`release.plan.plan`           the release plan: every job's predicted minutes, the CPU-hours
+- :mod:`release.plan.preflight`      the matrix job's check that every torch wheel, image and archive exists
+- :mod:`release.plan.pwsh_args`      PowerShell argument passing, and the entry points' parsers on the result
 - :mod:`release.plan.rehearsal`      the release workflow's job chain rehearsed on this machine
+- :mod:`release.plan.rehearsal_network`  the network the rehearsal's steps see (the preflight's answers)
+- :mod:`release.plan.workflow_model` the model-only rehearsal: GitHub's rules over the workflows, in seconds
 
 windows/: Windows build hosts:
 

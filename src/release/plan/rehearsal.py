@@ -51,6 +51,7 @@ from flash_attn_wheel_names import label as wheel_label
 from release import _paths
 from release.errors import ReleaseError, run_main
 from release.plan import gha, pwsh_args, rehearsal_network
+from release.plan.workflow_model import windows_findings  # the static Windows checks, shared with the model
 
 WORKFLOW = _paths.REPO_ROOT / ".github" / "workflows" / "release.yml"
 BASH = ["bash", "--noprofile", "--norc", "-eo", "pipefail"]  # GitHub's `shell: bash` on Linux
@@ -833,44 +834,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # --- Windows steps, checked statically ------------------------------------------------------------------
-_LINUX_PATHS = re.compile(r"/opt/python|/usr/local/cuda|/usr/bin/")
-_NATIVE_BUILD = re.compile(r"\bnox -s \S*(SESSION|wheel_|(?:archive|kernels)_(?!gather))")
-
-
-def windows_findings(wf: dict) -> list[str]:
-    """Static checks of every step a Windows job runs (no `if:` that limits it to Linux): the shell
-    is bash (Git bash) or pwsh; the build (nox wheel_/archive_ sessions) runs under pwsh, where
-    MSVC's link.exe is not shadowed by Git bash's /usr/bin/link; a multi-line pwsh script that runs
-    native commands sets ``$PSNativeCommandUseErrorActionPreference`` (otherwise only the last
-    command's exit code fails the step); no Linux-only path; a Windows path literal in a bash step
-    is single-quoted."""
-    out = []
-    default = ((wf.get("defaults") or {}).get("run") or {}).get("shell", "bash")
-    for job_id, job in wf["jobs"].items():
-        if "matrix.runner" not in str(job.get("runs-on", "")):
-            continue  # ubuntu-only jobs
-        for step in job.get("steps") or []:
-            cond = str(step.get("if", ""))
-            if "Linux" in cond or "run" not in step:
-                continue
-            name = f"{job_id}: {step.get('name', step['run'][:40])!r}"
-            shell = step.get("shell", default)
-            script = str(step["run"])
-            if shell not in ("bash", "pwsh"):
-                out.append(f"{name}: shell {shell} (windows-2022 steps use bash or pwsh)")
-            if _NATIVE_BUILD.search(script) and shell != "pwsh":
-                out.append(f"{name}: builds under {shell}; on Windows the build must run under pwsh (link.exe)")
-            lines = [x for x in script.splitlines() if x.strip() and not x.strip().startswith("#")]
-            if shell == "pwsh" and len(lines) > 1 and "$PSNativeCommandUseErrorActionPreference = $true" not in script:
-                out.append(f"{name}: multi-line pwsh without $PSNativeCommandUseErrorActionPreference = $true")
-            if _LINUX_PATHS.search(script):
-                out.append(f"{name}: a Linux-only path in a step Windows runs")
-            if shell == "bash":
-                for m in re.finditer(r"(.?)([A-Za-z]:\\[^\s'\"]*)", script):
-                    if m.group(1) != "'":
-                        out.append(f"{name}: Windows path {m.group(2)} not single-quoted in bash")
-    return out
-
-
 if __name__ == "__main__":
     sys.exit(main())

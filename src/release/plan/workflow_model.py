@@ -619,12 +619,10 @@ def check(workflows: dict[str, dict], version: str, tag: str) -> list[str]:
     """Every problem the model finds in `workflows` ({"release.yml": ..., "index.yml": ...}): the
     scenarios of :func:`scenarios` (the tag push's draft is published by a maintainer afterwards), the
     static Windows checks, unattested published files, and where the index goes live."""
-    from release.plan import rehearsal
-
     gh = FakeGitHub()
     gh.releases[PREVIOUS_TAG] = Release(PREVIOUS_TAG, draft=False, assets={"SHA256SUMS"})
     model = Model(workflows, declare_release(version), gh)
-    problems = [f"windows (static): {w}" for w in rehearsal.windows_findings(workflows["release.yml"])]
+    problems = [f"windows (static): {w}" for w in windows_findings(workflows["release.yml"])]
     for sc in scenarios(tag):
         if sc.workflow not in workflows:
             problems.append(f"[{sc.name}] no workflow {sc.workflow}")
@@ -651,3 +649,42 @@ def check(workflows: dict[str, dict], version: str, tag: str) -> list[str]:
             problems.append(f"[maintainer-publishes] the index must list {tag} and {PREVIOUS_TAG}: {d['releases']}")
     problems += model.problems + model.unattested()
     return problems
+
+
+_LINUX_PATHS = re.compile(r"/opt/python|/usr/local/cuda|/usr/bin/")
+_NATIVE_BUILD = re.compile(r"\bnox -s \S*(SESSION|wheel_|(?:archive|kernels)_(?!gather))")
+
+
+def windows_findings(wf: dict) -> list[str]:
+    """Static checks of every step a Windows job runs (no `if:` that limits it to Linux): the shell
+    is bash (Git bash) or pwsh; the build (nox wheel_/archive_ sessions) runs under pwsh, where
+    MSVC's link.exe is not shadowed by Git bash's /usr/bin/link; a multi-line pwsh script that runs
+    native commands sets ``$PSNativeCommandUseErrorActionPreference`` (otherwise only the last
+    command's exit code fails the step); no Linux-only path; a Windows path literal in a bash step
+    is single-quoted."""
+    out = []
+    default = ((wf.get("defaults") or {}).get("run") or {}).get("shell", "bash")
+    for job_id, job in wf["jobs"].items():
+        if "matrix.runner" not in str(job.get("runs-on", "")):
+            continue  # ubuntu-only jobs
+        for step in job.get("steps") or []:
+            cond = str(step.get("if", ""))
+            if "Linux" in cond or "run" not in step:
+                continue
+            name = f"{job_id}: {step.get('name', step['run'][:40])!r}"
+            shell = step.get("shell", default)
+            script = str(step["run"])
+            if shell not in ("bash", "pwsh"):
+                out.append(f"{name}: shell {shell} (windows-2022 steps use bash or pwsh)")
+            if _NATIVE_BUILD.search(script) and shell != "pwsh":
+                out.append(f"{name}: builds under {shell}; on Windows the build must run under pwsh (link.exe)")
+            lines = [x for x in script.splitlines() if x.strip() and not x.strip().startswith("#")]
+            if shell == "pwsh" and len(lines) > 1 and "$PSNativeCommandUseErrorActionPreference = $true" not in script:
+                out.append(f"{name}: multi-line pwsh without $PSNativeCommandUseErrorActionPreference = $true")
+            if _LINUX_PATHS.search(script):
+                out.append(f"{name}: a Linux-only path in a step Windows runs")
+            if shell == "bash":
+                for m in re.finditer(r"(.?)([A-Za-z]:\\[^\s'\"]*)", script):
+                    if m.group(1) != "'":
+                        out.append(f"{name}: Windows path {m.group(2)} not single-quoted in bash")
+    return out
