@@ -53,7 +53,8 @@
 #              flash_attention_2 test and upstream's own tests (UP_SAMPLE, default 1500, every test
 #              function; the summary counts per kernel head dim; both wheels at once with half the
 #              workers each on a GPU of 120 GiB or more, else one after the other). REL_KSET picks
-#              another kernel set (lab/evidence/h100-2026-12-07-release-partial: head dims 32, 192, 256). Returns the shards' .ninja_log files
+#              another kernel set (lab/evidence/h100-2026-12-07-release-partial: head dims 32, 192, 256;
+#              the whole set: lab/evidence/h100-2026-12-07-release-full). Returns the shards' .ninja_log files
 #              (per-unit compile seconds: lab/unit_costs.py). BENCH=1 adds the kernel benchmark.
 #
 # Switches (environment): JOBS (16) and TREE_JOBS (JOBS) size the two builds; WITH_TREE=1 starts the
@@ -738,10 +739,12 @@ release)
   # goes on from there: the builds and upstream's tests run detached, finished steps are not rerun.
   KSET=${REL_KSET:-release}
   UP_SAMPLE=${UP_SAMPLE:-1500}
-  # upstream's tests take up to ~9 GiB of GPU memory per pytest-xdist worker (2 x 8 workers ran an
-  # H200 out of memory: lab/evidence/h200-2026-12-02-dropin-2): 8 workers, fewer on a smaller GPU
+  # upstream's tests: one pytest-xdist worker per 16 GiB of GPU memory, at most 8. Most workers hold
+  # under 9 GiB, but the 131072-key kvcache cases reach 25-29 GiB in one worker: 6 workers on an
+  # 80 GB H100 ran out of memory (lab/evidence/h100-2026-12-07-release-full, upstream_exact_6workers.txt)
+  # and 4 passed; 2 x 8 workers ran an H200 out of memory (lab/evidence/h200-2026-12-02-dropin-2)
   gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
-  UP_JOBS=${UP_JOBS:-$(( ${gpu_mib:-81920} / 1024 / 12 > 8 ? 8 : ${gpu_mib:-81920} / 1024 / 12 ))}
+  UP_JOBS=${UP_JOBS:-$(( ${gpu_mib:-81920} / 1024 / 16 > 8 ? 8 : ${gpu_mib:-81920} / 1024 / 16 ))}
   export KSET UP_SAMPLE UP_JOBS
   shards_machine
   build_preflight release || exit 3
