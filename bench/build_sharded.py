@@ -114,15 +114,15 @@ def predicted_shards(kernel_set: str, archs: list[str], n: int, jobs: int, memor
 
     The split is ``kernel_set.split_shards`` (what the shard builds compile); each shard's time is
     ``release.plan.compile_model.compile_wall_seconds`` of its units (``Unit.seconds`` x SASS targets x `speed`,
-    1.0 = the H200 reference host) plus, in shard 1, the dispatch (``release_plan.dispatch_seconds``
-    per SASS target, given for a runner core, so divided by the runner's speed factor), on a share
+    1.0 = the reference host) plus, in shard 1, the dispatch (``release_plan.dispatch_seconds`` per
+    SASS target, reference-host seconds like the units'), on a share
     of the machine: `jobs` cores and `memory_gib` / n.
     """
     ks = bc.kernel_set()
     units = ks.resolve(kernel_set)[1]
     sass = len(archs)
     share = compile_model.Runner(jobs, memory_gib / n, speed)
-    dispatch = compile_model.DISPATCH_SECONDS * sass * speed / compile_model.default_runner().speed_factor
+    dispatch = compile_model.dispatch_cpu_seconds(sass, share)
     rows = []
     for i, shard in enumerate(ks.split_shards(units, n), start=1):
         cpu = [compile_model.unit_cpu_seconds(u, sass, share) for u in shard]

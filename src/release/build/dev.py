@@ -114,7 +114,7 @@ def dev_seconds(kernel_set: str, sass: int) -> float:
 def predict(units: list, sass: int, jobs: int | None = None, todo=None):
     """The estimate.Prediction of an editable build: the units, the dispatch and the binding in one
     build; `todo` (estimate.pending): only what an existing build folder will rebuild."""
-    other = [compile_model.DISPATCH_SECONDS * sass, compile_model.BINDING_SECONDS]
+    other = [compile_model.DISPATCH_SECONDS * sass, *compile_model.BINDING_SOURCES_SECONDS.values()]
     return estimate.predict("editable build (kernels, dispatch, binding)", units, sass, other, jobs, todo=todo)
 
 

@@ -14,12 +14,12 @@ the last measured builds of this machine that ran alone, recorded in ``<cache di
 compile-cache hits, beside no other registered build (release.build.machine.running) and with less
 than :data:`ALONE_BUSY_CORES` cores busy with other work at its start; cache dir:
 ``$FLASH_ATTN_CACHE_DIR``, else the per-user cache the sdist download uses). Without a record it
-comes from this machine: a one-second CPU benchmark against the machine of
-``release_plan.runner.speed_factor`` (:func:`calibration`, release.build.machine.calibrate). Either
+comes from this machine: a two-second nvcc benchmark against the reference host (:func:`calibration`,
+release.build.machine.calibrate; without a working nvcc, the release plan's runner factor). Either
 way the prediction then multiplies it by the load of the moment: with other processes keeping cores
 busy, each compile gets its fair share of a core (machine.load_slowdown). Binding and dispatch
-seconds of the manifest are on a runner core (speed factor ``release_plan.runner.speed_factor``) and
-scale with the ratio.
+seconds of the manifest are reference-host seconds like the units' and scale with the same factor;
+the binding sources are separate edges that Ninja runs in parallel.
 
 A rebuild predicts only what it will compile (:func:`pending`: Ninja's dry run in the build folder,
 when the folder was configured with the same options), so a build with nothing to do predicts 0:00.
@@ -43,7 +43,7 @@ from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
 from release import manifest
-from release.build import machine, progress
+from release.build import machine, progress, toolchain
 from release.errors import ReleaseError
 from release.plan import compile_model
 from release.ship import checksums
@@ -52,7 +52,6 @@ LONG_SECONDS = 30 * 60  # the issue's threshold: a build predicted longer than t
 SPEED_FILE = "build_speed.json"
 KEEP_RECORDS = 5  # the speed factor is the median of this machine's last 5 measured builds
 MIN_RECORD_SECONDS = 60.0  # shorter builds are dominated by configure noise: not recorded
-RUNNER_SPEED = float(compile_model._PLAN["runner"]["speed_factor"])  # the speed of BINDING_SECONDS, DISPATCH_SECONDS
 # A build that started while other processes kept more cores than this busy did not run alone: its
 # time says how busy the machine was, not how fast it is, so it is not recorded.
 ALONE_BUSY_CORES = 0.5
@@ -127,11 +126,12 @@ def _this_host(r: dict) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def _calibrated() -> machine.Calibration:
-    return machine.calibrate()
+    return machine.calibrate(toolchain.probe_nvcc()[0])
 
 
 def calibration() -> machine.Calibration:
-    """This machine's speed and load now (machine.calibrate: about a second), measured once per process."""
+    """This machine's speed and load now (machine.calibrate with the nvcc the build uses: about two
+    seconds), measured once per process."""
     return _calibrated()
 
 
@@ -150,10 +150,16 @@ def speed_factor(env=None) -> tuple[float, str]:
         f = statistics.median(r["speed_factor"] for r in mine)
         return f, f"measured: median of this machine's last {len(mine)} build(s) that ran alone, {path}"
     cal = calibration()
-    return RUNNER_SPEED * cal.speed_ratio, (
-        f"calibrated: a CPU benchmark took {cal.cpu_seconds:.3f} s here, {machine.REFERENCE_CPU_SECONDS} s on the "
-        f"machine of speed factor {RUNNER_SPEED:g} (release.build.machine); no build of this machine is recorded "
-        f"yet ({path})"
+    if cal.speed_ratio is None:
+        runner = compile_model.default_runner().speed_factor
+        return runner, (
+            f"assumed: no nvcc ran the calibration, so the hosted runner's factor of the release plan; no build "
+            f"of this machine is recorded yet ({path})"
+        )
+    return cal.speed_ratio, (
+        f"calibrated: nvcc compiled a small benchmark in {cal.cpu_seconds:.2f} CPU-s here, "
+        f"{machine.REFERENCE_CPU_SECONDS} s on the reference host (release.build.machine); no build of this "
+        f"machine is recorded yet ({path})"
     )
 
 
@@ -402,9 +408,10 @@ def predict(
     todo: Pending | None = None,
 ):
     """The :class:`Prediction` of a step compiling `units` (kernel_set.Unit) for `sass` SASS targets
-    (+ one PTX) plus edges of `other_seconds` (runner-core seconds: compile_model.BINDING_SECONDS,
-    DISPATCH_SECONDS). `todo` (:func:`pending`) narrows it to what a rebuild will run: its units,
-    and the other edges only when it has any; nothing at all predicts 0 seconds."""
+    (+ one PTX) plus edges of `other_seconds` (seconds on the reference host, like the units':
+    compile_model.BINDING_SOURCES_SECONDS, DISPATCH_SECONDS). `todo` (:func:`pending`) narrows it to
+    what a rebuild will run: its units, and the other edges only when it has any; nothing at all
+    predicts 0 seconds."""
     if todo is not None:
         units = [u for u in units if u.name in todo.units]
         other_seconds = other_seconds if todo.other_edges else []
@@ -412,7 +419,7 @@ def predict(
     # the same machine with the memory that gives Runner.jobs == n_jobs (--jobs above the cores: the cores)
     sized = compile_model.Runner(runner.cores, n_jobs * compile_model.NVCC_MEMORY_GIB, runner.speed_factor)
     cpu = [compile_model.unit_cpu_seconds(u, sass, runner) for u in units]
-    other = [s * runner.speed_factor / RUNNER_SPEED for s in other_seconds]
+    other = [s * runner.speed_factor for s in other_seconds]
     wall, finish, _, threads = compile_model.compile_schedule(cpu, other, sized, sass + 1)
     slowdown = machine.load_slowdown(cal.other_busy_cores, min(n_jobs, runner.cores), runner.cores)
     return Prediction(
@@ -446,7 +453,7 @@ def kernels_step(
 
 def binding_step(jobs: int | None = None, env=None, todo: Pending | None = None) -> Prediction:
     """The binding build and link against a kernels archive (no kernel unit); `todo`: :func:`predict`."""
-    return predict("binding and link", [], 1, [compile_model.BINDING_SECONDS], jobs, env, todo)
+    return predict("binding and link", [], 1, list(compile_model.BINDING_SOURCES_SECONDS.values()), jobs, env, todo)
 
 
 def cheaper_commands(kind: str, group: str, kernel_set: str, units: int, here: list[int] | None) -> list[str]:

@@ -25,8 +25,10 @@ LIMIT_MINUTES = float(_PLAN["job_limit_minutes"])
 MARGIN_PERCENT = float(_PLAN["margin_percent"])  # no job predicted within this much of the limit
 TARGET_MINUTES = LIMIT_MINUTES * (1 - MARGIN_PERCENT / 100)  # what every predicted job must stay under
 SETUP_MINUTES = _PLAN["setup_minutes"]
-BINDING_SECONDS = float(_PLAN["binding_seconds"])  # the five binding sources, on a runner core
-DISPATCH_SECONDS = float(_PLAN["dispatch_seconds"])  # the dispatch, per SASS target, on a runner core
+# Seconds on the reference host (speed factor 1.0), like unit_costs: each binding source (the stable
+# ABI compiles ops_stable.cpp in place of ops.cpp and takes its figure) and the dispatch per SASS target.
+BINDING_SOURCES_SECONDS = {k: float(v) for k, v in _PLAN["binding_sources_seconds"].items()}
+DISPATCH_SECONDS = float(_PLAN["dispatch_seconds"])
 GATHER_OS = "ubuntu-24.04"  # setup_minutes.gather is given for Linux; other OSes take it too
 
 
@@ -149,18 +151,32 @@ def units_of(kernel_set: str) -> list:
         raise PlanError(str(e)) from None
 
 
+def dispatch_cpu_seconds(sass: int, runner: Runner) -> float:
+    """CPU-seconds of the dispatch source for `sass` SASS targets (+ PTX) on `runner`."""
+    return DISPATCH_SECONDS * sass * runner.speed_factor
+
+
+def binding_cpu_seconds(runner: Runner) -> list[float]:
+    """CPU-seconds of each binding edge (its sources, then the link) on `runner`: Ninja runs them in
+    parallel, so they are separate edges of the schedule, not one."""
+    return [s * runner.speed_factor for s in BINDING_SOURCES_SECONDS.values()]
+
+
 def shard_job_minutes(os_name: str, group: str, units, runner: Runner) -> float:
     """Predicted minutes of one shard job: setup + its units and the dispatch for the group's archs."""
     sass = sass_targets(group)
     wall = compile_wall_seconds(
-        [unit_cpu_seconds(u, sass, runner) for u in units], [DISPATCH_SECONDS * sass], runner, gencode_targets(group)
+        [unit_cpu_seconds(u, sass, runner) for u in units],
+        [dispatch_cpu_seconds(sass, runner)],
+        runner,
+        gencode_targets(group),
     )
     return SETUP_MINUTES["shard"][os_name] + wall / 60
 
 
 def link_job_minutes(os_name: str, runner: Runner) -> float:
     """Predicted minutes of one link-and-package job: setup (torch, smoke, auditwheel) + the binding."""
-    return SETUP_MINUTES["link"][os_name] + compile_wall_seconds([], [BINDING_SECONDS], runner, 1) / 60
+    return SETUP_MINUTES["link"][os_name] + compile_wall_seconds([], binding_cpu_seconds(runner), runner, 1) / 60
 
 
 def gather_job_minutes() -> float:
@@ -173,7 +189,7 @@ def full_build_job_minutes(os_name: str, group: str, units, runner: Runner) -> f
     sass = sass_targets(group)
     wall = compile_wall_seconds(
         [unit_cpu_seconds(u, sass, runner) for u in units],
-        [DISPATCH_SECONDS * sass, BINDING_SECONDS],
+        [dispatch_cpu_seconds(sass, runner), *binding_cpu_seconds(runner)],
         runner,
         gencode_targets(group),
     )

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
 import time
 
@@ -14,6 +16,7 @@ import pytest
 
 from kernels import kernel_set as ks
 from release.build import builder, estimate, machine
+from release.plan import compile_model
 
 UNIT = "fwd_hdim64_fp16"
 RUNNING = machine.running  # the real registry (conftest.steady_machine replaces it in every test)
@@ -41,7 +44,7 @@ def test_without_a_record_the_factor_is_the_calibration_not_a_default(cache, mon
     reference = ci()
     machine_is(monkeypatch, 0.5)  # a machine twice as fast per core as the calibration's reference
     fast = ci()
-    assert fast.speed_factor == pytest.approx(estimate.RUNNER_SPEED * 0.5)
+    assert fast.speed_factor == pytest.approx(0.5)  # the benchmark ratio is the factor (reference host: 1.0)
     assert fast.wall_seconds == pytest.approx(reference.wall_seconds / 2)
     assert fast.speed_source.startswith("calibrated")
 
@@ -62,7 +65,7 @@ def test_a_recorded_build_that_ran_alone_sets_the_factor_before_the_load(cache, 
     p = ci()
     assert estimate.record(p, p.wall_seconds * 0.8, {"units_compiled": 1}) is not None
     factor, source = estimate.speed_factor()
-    assert factor == pytest.approx(estimate.RUNNER_SPEED * 0.8, rel=1e-3) and source.startswith("measured")
+    assert factor == pytest.approx(0.8, rel=1e-3) and source.startswith("measured")
     machine_is(monkeypatch, 3.0)  # the record wins over the calibration
     assert ci().wall_seconds == pytest.approx(p.wall_seconds * 0.8, rel=1e-3)
 
@@ -119,6 +122,21 @@ def test_a_dead_build_without_an_end_ends_at_its_file_time(cache):
     os.utime(path, (time.time() - 900, time.time() - 900))
     assert machine.others_overlapping(cache, time.time() - 100, time.time()) == []
     assert len(machine.others_overlapping(cache, time.time() - 950, time.time())) == 1
+
+
+@pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/stat"), reason="needs /proc")
+def test_a_reused_pid_is_not_the_registered_build(cache):
+    # an entry left by a build that died, whose pid a later process (here: this test) now holds
+    other_build(cache, time.time() - 1000, None, pid=os.getpid())
+    (path,) = machine.registry_dir(cache).glob("*.json")
+    entry = json.loads(path.read_text())
+    entry["pid_start"] = machine._process_start(os.getpid()) - 1  # registered by an earlier process
+    path.write_text(json.dumps(entry))
+    os.utime(path, (time.time() - 900, time.time() - 900))
+    assert machine.others_overlapping(cache, time.time() - 100, time.time(), pid=-1) == []
+    entry["pid_start"] += 1  # the same process: it still runs
+    path.write_text(json.dumps(entry))
+    assert len(machine.others_overlapping(cache, time.time() - 100, time.time(), pid=-1)) == 1
 
 
 def subprocess_pid_that_exited() -> int:
@@ -222,9 +240,34 @@ def test_a_build_that_will_re_run_cmake_predicts_everything(cache, tmp_path):
     }
 
 
-def test_the_calibration_measures_cpu_time_against_the_reference():
-    ticks = iter([0.0, 0.4, 1.0, 1.3, 2.0, 2.5])  # three runs of 0.4, 0.3 and 0.5 CPU-seconds
-    assert machine.benchmark_seconds(3, clock=lambda: next(ticks)) == pytest.approx(0.3)
-    cal = machine.calibrate()
+def test_the_calibration_measures_nvcc_cpu_time_against_the_reference():
+    calls = []
+
+    def fake_nvcc(cmd, **kw):  # writes nothing; the test's CPU clock says what each run cost
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, b"", b"")
+
+    ticks = iter([0.0, 2.0, 2.0, 3.5])  # two runs of 2.0 and 1.5 CPU-seconds
+    assert machine.benchmark_seconds("nvcc", run=fake_nvcc, cpu=lambda: next(ticks)) == pytest.approx(1.5)
+    assert calls[0][0] == "nvcc" and "-gencode=arch=compute_80,code=sm_80" in calls[0]
+    assert calls[0][-3].endswith("calibrate.cu")
+
+    def broken(cmd, **kw):
+        return subprocess.CompletedProcess(cmd, 1, b"", b"nvcc fatal")
+
+    assert machine.benchmark_seconds("nvcc", run=broken) is None
+    cal = machine.calibrate(None)  # no nvcc: no speed, the load still sampled
+    assert cal.speed_ratio is None and 0.0 <= cal.other_busy_cores <= (os.cpu_count() or 1)
+
+
+def test_without_nvcc_the_factor_is_the_runners_and_says_so(cache, monkeypatch):
+    monkeypatch.setattr(estimate, "calibration", lambda: machine.Calibration(None, None, 0.0))
+    factor, source = estimate.speed_factor()
+    assert factor == compile_model.default_runner().speed_factor and source.startswith("assumed: no nvcc")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc on PATH")
+def test_the_calibration_compiles_with_the_real_nvcc():
+    cal = machine.calibrate(shutil.which("nvcc"))
+    assert cal.cpu_seconds is not None and 0.05 < cal.cpu_seconds < 60
     assert cal.speed_ratio == pytest.approx(cal.cpu_seconds / machine.REFERENCE_CPU_SECONDS)
-    assert 0.0 <= cal.other_busy_cores <= (os.cpu_count() or 1)
