@@ -2,7 +2,7 @@
 
 ``python -m release.plan.plan [--json] [--runner-cores 4] [--runner-memory-gib 16] [--kernel-set S]``
 (``nox -s release_plan``) prints, for the release matrix (src/release/plan/matrix.py) and the unit
-cost model (``kernel_set.Unit.seconds``, measured on the H200 reference host), each job of the
+cost model (``kernel_set.Unit.seconds``, measured on the reference host: `unit_costs.measured_source`), each job of the
 release workflow with its predicted minutes on the runner: the shard jobs of every (OS, CUDA,
 arch group), its gather job, and its link-and-package jobs (one per wheel of release.plan.matrix: with
 the stable-ABI binding one per (OS, CUDA, group) for every torch >= ``stable_abi.torch_min``,
