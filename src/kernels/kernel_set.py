@@ -89,7 +89,7 @@ class Unit:
     @property
     def seconds(self) -> float:
         """Predicted compile seconds of this unit for one arch on the reference host of
-        ``unit_costs.measured_source`` (an H200 host, 16 concurrent compiles, nvcc 13.0)."""
+        ``unit_costs.measured_source`` (16 concurrent compiles on a 16-core host, nvcc 13.0)."""
         return self.cost * _COST_UNIT_SECONDS
 
     @property

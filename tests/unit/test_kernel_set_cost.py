@@ -10,31 +10,48 @@ def _order(spec: str) -> list[str]:
     return [u.name for u in ks.order_heaviest_first(units)]
 
 
-def test_dev_order_follows_the_measured_h200_seconds():
+MEASURED = ks._MEASURED_SECONDS  # unit_costs.measured_seconds of build-manifest.json
+
+
+def test_dev_order_follows_the_measured_seconds():
     order = _order("dev")
-    # sm_90 on the H200: the non-causal split-KV units (327-342 s) are the longest, then the
-    # non-causal backward (261-266 s); the causal fwd hdim64 units (112 s) the shortest.
-    assert set(order[:4]) == {f"fwd_split_hdim{d}_{t}" for d in (64, 128) for t in ("fp16", "bf16")}
-    assert set(order[4:8]) == {f"bwd_hdim{d}_{t}" for d in (64, 128) for t in ("fp16", "bf16")}
-    assert set(order[-2:]) == {"fwd_hdim64_fp16_causal", "fwd_hdim64_bf16_causal"}
+    # the dev set's four heaviest keys are fp16 and bf16 of its two heaviest measured keys
+    heaviest = sorted((k for k in MEASURED if "hdim64" in k or "hdim128" in k), key=MEASURED.get)[-2:]
+    top = {ks.parse_unit(n) for n in order[:4]}
+    assert {f"{u.kind}_hdim{u.head_dim}" + ("_causal" if u.causal else "") for u in top} == set(heaviest)
+    lightest = min((k for k in MEASURED if "hdim64" in k or "hdim128" in k), key=MEASURED.get)
+    assert {n.replace("_fp16", "").replace("_bf16", "") for n in order[-2:]} == {lightest}
 
 
-def test_measured_units_cost_their_seconds_relative_to_fwd_hdim128():
-    assert ks.parse_unit("fwd_hdim128_fp16").cost == 1.0
-    assert abs(ks.parse_unit("bwd_hdim64_bf16_causal").cost - 191.8 / 228.8) < 1e-9
+def test_measured_units_cost_their_seconds_relative_to_the_reference_unit():
+    ref = ks._COSTS["reference_unit"]
+    assert ks.parse_unit(f"{ref}_fp16").cost == 1.0
+    unit = ks.parse_unit("bwd_hdim64_bf16_causal")
+    assert abs(unit.cost - MEASURED["bwd_hdim64_causal"] / MEASURED[ref]) < 1e-9
+    assert abs(unit.seconds - MEASURED["bwd_hdim64_causal"]) < 1e-9
 
 
-def test_head_dims_above_128_take_their_own_measurement():
-    # 192 and 256 were measured on an H100 host (lab/evidence/h100-2026-12-07-release-partial): their
-    # seconds are used as they are, no above_factor; fwd hdim192 causal agrees with docs/design.md's
-    # 109 s from the H200 within 10 %
-    assert abs(ks.parse_unit("bwd_hdim256_fp16").cost * 228.8 - 261.7) < 1e-6
-    assert abs(ks.parse_unit("fwd_split_hdim192_bf16_causal").cost * 228.8 - 164.3) < 1e-6
-    assert abs(ks.parse_unit("fwd_hdim192_fp16_causal").cost * 228.8 / 109 - 1) < 0.1
-    # 96 is still unmeasured: it takes 128's seconds (the tie goes to the larger)
-    assert ks.parse_unit("bwd_hdim96_fp16").cost == ks.parse_unit("bwd_hdim128_fp16").cost
+def test_every_head_dim_of_the_manifest_is_measured_and_used_as_it_is():
+    # all six head dims were measured on one H100 host (lab/evidence/h100-2026-12-07-release-full):
+    # each unit takes its own key's seconds, no nearest dim and no above_factor
+    for unit in ks.all_units():
+        key = f"{unit.kind}_hdim{unit.head_dim}" + ("_causal" if unit.causal else "")
+        assert abs(unit.seconds - MEASURED[key]) < 1e-6, key
     release = _order("release")
-    assert release.index("bwd_hdim256_fp16") < release.index("fwd_hdim256_fp16")
+    heaviest = max(release, key=lambda n: ks.parse_unit(n).seconds)
+    assert release[0] == heaviest
+
+
+def test_an_unmeasured_head_dim_takes_the_nearest_measured_one(monkeypatch):
+    # the rule for a head dim added without a measurement: the nearest measured (ties: the larger),
+    # times the kind's above_factor above above_head_dim
+    dims = [d for d in ks._MEASURED_DIMS if d != 96]
+    monkeypatch.setattr(ks, "_MEASURED_DIMS", dims)
+    assert abs(ks.parse_unit("bwd_hdim96_fp16").seconds - MEASURED["bwd_hdim128"]) < 1e-6  # 64 and 128 tie
+    dims = [d for d in ks._MEASURED_DIMS if d != 192]
+    monkeypatch.setattr(ks, "_MEASURED_DIMS", dims)
+    factor = ks._ABOVE_FACTOR["fwd"]
+    assert abs(ks.parse_unit("fwd_hdim192_fp16").seconds - MEASURED["fwd_hdim256"] * factor) < 1e-6
 
 
 def test_shards_cover_the_set_once_and_balance_by_predicted_seconds():
