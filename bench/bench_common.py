@@ -254,6 +254,25 @@ def resolve_targets(args: list[str] | None, scratch: Path) -> list[BuildTarget]:
     return targets
 
 
+def targets_or_not_run(
+    build_args: list[str] | None, scratch: Path, out_dir: Path, stem: str, title: str, script: str
+) -> list[BuildTarget] | None:
+    """:func:`resolve_targets` of the ``--build`` arguments, or None after reporting why not.
+
+    On a :class:`TargetError` the message goes to stderr as ``<script>: <message>`` and
+    ``<out_dir>/<stem>.json`` (``{"benchmark": stem, "error": ...}``) and ``<stem>.md`` (``# <title>``
+    and **Not run**) are written, so that a run that could not start still leaves its result files;
+    the caller then exits with status 2.
+    """
+    try:
+        return resolve_targets(build_args, scratch)
+    except TargetError as exc:
+        print(f"{script}: {exc}", file=sys.stderr)
+        record = {"benchmark": stem, "error": str(exc)}
+        write_results(out_dir, stem, record, f"# {title}\n\n**Not run**: {exc}\n")
+        return None
+
+
 def read_build_info_near(library: str | None) -> dict | None:
     """build_info_<group>.json beside a native library, parsed; None when absent or unreadable."""
     if not library:

@@ -313,12 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    try:
-        targets = bc.resolve_targets(args.build, out / "load_cost_work" / "wheels")
-    except bc.TargetError as exc:
-        print(f"load_cost.py: {exc}", file=sys.stderr)
-        record = {"benchmark": "load_cost", "error": str(exc)}
-        bc.write_results(out, "load_cost", record, f"# flash_attn load cost\n\n**Not run**: {exc}\n")
+    scratch = out / "load_cost_work" / "wheels"
+    targets = bc.targets_or_not_run(args.build, scratch, out, "load_cost", "flash_attn load cost", "load_cost.py")
+    if targets is None:
         return 2
     child_args = [
         "--dtype",
