@@ -147,6 +147,14 @@ def write_results(out_dir: Path, stem: str, record: dict, markdown: str) -> tupl
     return json_path, md_path
 
 
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file (for a failed step's record); "" when it cannot be read."""
+    try:
+        return "\n".join(Path(path).read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
 # -- build targets -------------------------------------------------------------------------------
 
 

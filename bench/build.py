@@ -497,13 +497,6 @@ def run_logged(
     return rc, time.perf_counter() - t0
 
 
-def log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(Path(path).read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
 def find_nvcc(explicit: str | None) -> str | None:
     """nvcc both builds use: --nvcc, $CUDACXX, nvcc on PATH, $CUDA_HOME/bin/nvcc (resolved)."""
     cands = [explicit, os.environ.get("CUDACXX"), shutil.which("nvcc")]
@@ -564,7 +557,8 @@ def torch_arch_list(archs: list[str]) -> str:
 # -- our build -----------------------------------------------------------------------------------
 
 
-def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | None) -> dict:
+def _fresh_build_dir(args: argparse.Namespace, out: Path) -> Path:
+    """An empty build directory: ``--build-dir`` (emptied only with ``--clean``) or DIR/ours-build."""
     build_dir = Path(args.build_dir).resolve() if args.build_dir else out / "ours-build"
     if build_dir.exists() and any(build_dir.iterdir()):
         if args.build_dir and not args.clean:
@@ -574,9 +568,13 @@ def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | Non
             )
         shutil.rmtree(build_dir)
     build_dir.mkdir(parents=True)
-    launcher_log = out / "ours_units.jsonl"
-    launcher_log.unlink(missing_ok=True)
-    launcher = [sys.executable, str(LAUNCHER), "--log", str(launcher_log)]
+    return build_dir
+
+
+def configure_command(
+    args: argparse.Namespace, build_dir: Path, sdist: Path, nvcc: str | None, launcher: list[str]
+) -> list[str]:
+    """The ``cmake -S <repo> -B <build_dir> ...`` line of our build (module doc), compiles through ``launcher``."""
     archs = ";".join(args.archs)
     configure = [
         "cmake",
@@ -600,7 +598,33 @@ def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | Non
         configure.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
     if args.fatbin_compression:
         configure.append(f"-DFLASH_ATTN_FATBIN_COMPRESSION={args.fatbin_compression}")
-    configure += args.cmake_arg or []
+    return configure + (args.cmake_arg or [])
+
+
+def _record_our_outputs(record: dict, build_dir: Path, launcher_log: Path, jobs: int) -> None:
+    """Add the compile edges (.ninja_log and launcher log), their analysis and the built library to ``record``."""
+    ninja_log = build_dir / ".ninja_log"
+    edges = last_build(ninja_log.read_text(encoding="utf-8", errors="replace")) if ninja_log.is_file() else []
+    rows = edge_records(edges, build_dir, read_launcher_log(launcher_log), our_unit_of)
+    record["edges"] = rows
+    record["unit_seconds"] = per_unit_seconds(rows)
+    record["analysis"] = analyse(edges, rows, jobs, ninja_deps(build_dir, edges), our_unit_of)
+    lib = bc.find_native_library(build_dir) if build_dir.is_dir() else None
+    if lib:
+        record["library"] = {"path": str(lib), "bytes": lib.stat().st_size}
+        info = bc.read_build_info_near(str(lib))
+        if info:
+            info.pop("kernels", None)
+            record["build_info"] = info
+
+
+def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | None) -> dict:
+    """Configure and build this repository with CMake (module doc); the record of times, edges and library."""
+    build_dir = _fresh_build_dir(args, out)
+    launcher_log = out / "ours_units.jsonl"
+    launcher_log.unlink(missing_ok=True)
+    launcher = [sys.executable, str(LAUNCHER), "--log", str(launcher_log)]
+    configure = configure_command(args, build_dir, sdist, nvcc, launcher)
     build = ["cmake", "--build", str(build_dir)]
     log = out / "ours_build.log"
     log.unlink(missing_ok=True)
@@ -623,7 +647,7 @@ def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | Non
         "started_epoch": round(started, 1),
     }
     if rc != 0:
-        record.update(state="failed", error=f"configure failed (exit {rc})", log_tail=log_tail(log))
+        record.update(state="failed", error=f"configure failed (exit {rc})", log_tail=bc.log_tail(log))
         return record
     build_started = time.time()
     with MemorySampler() as mem:
@@ -636,22 +660,10 @@ def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | Non
         system_memory_used_peak_gib=mem.peak_gib,
     )
     if rc != 0:
-        record.update(state="failed", error=f"build failed (exit {rc})", log_tail=log_tail(log))
+        record.update(state="failed", error=f"build failed (exit {rc})", log_tail=bc.log_tail(log))
     else:
         record["state"] = "done"
-    ninja_log = build_dir / ".ninja_log"
-    edges = last_build(ninja_log.read_text(encoding="utf-8", errors="replace")) if ninja_log.is_file() else []
-    rows = edge_records(edges, build_dir, read_launcher_log(launcher_log), our_unit_of)
-    record["edges"] = rows
-    record["unit_seconds"] = per_unit_seconds(rows)
-    record["analysis"] = analyse(edges, rows, args.jobs, ninja_deps(build_dir, edges), our_unit_of)
-    lib = bc.find_native_library(build_dir) if build_dir.is_dir() else None
-    if lib:
-        record["library"] = {"path": str(lib), "bytes": lib.stat().st_size}
-        info = bc.read_build_info_near(str(lib))
-        if info:
-            info.pop("kernels", None)
-            record["build_info"] = info
+    _record_our_outputs(record, build_dir, launcher_log, args.jobs)
     return record
 
 
@@ -734,7 +746,7 @@ def _timed_run(updir: Path, command: list[str], log: Path, env: dict) -> dict:
         build_started_epoch=round(t0, 1),
         finished_epoch=round(time.time(), 1),
         system_memory_used_peak_gib=mem.peak_gib,
-        log_tail=None if rc == 0 else log_tail(log),
+        log_tail=None if rc == 0 else bc.log_tail(log),
     )
 
 
@@ -850,7 +862,7 @@ def run_upstream(updir: Path) -> dict:
             state="failed",
             error=f"{type(exc).__name__}: {exc}",
             finished_epoch=round(time.time(), 1),
-            log_tail=log_tail(log),
+            log_tail=bc.log_tail(log),
         )
 
 
