@@ -750,6 +750,113 @@ def _timed_run(updir: Path, command: list[str], log: Path, env: dict) -> dict:
     )
 
 
+def _prepare_upstream_tree(updir: Path, req: dict, version: str, sha: str) -> tuple[Path, str]:
+    """The sdist checked against the pin (``version``, ``sha``) and unpacked into updir/src, the tools
+    checked; (source tree, nvcc).
+
+    Raises RuntimeError saying what is missing: a sha256 other than the pin's, no nvcc, no ninja, or
+    a Python without torch, setuptools, packaging and wheel.
+    """
+    actual = sha256_file(Path(req["sdist"]))
+    if actual != sha:
+        raise RuntimeError(f"{req['sdist']} has sha256 {actual}, expected the pin {sha} ({version})")
+    tree = _extract(Path(req["sdist"]), updir / "src")
+    nvcc = req.get("nvcc")
+    if not nvcc:
+        raise RuntimeError("no nvcc found: put one on PATH, set CUDACXX or pass --nvcc")
+    if not shutil.which("ninja"):
+        raise RuntimeError("ninja is not on PATH: torch's BuildExtension needs it for a parallel build")
+    python = req["python"]
+    probe = subprocess.run(
+        [python, "-c", "import torch, setuptools, packaging, wheel.bdist_wheel"], capture_output=True, text=True
+    )
+    if probe.returncode != 0:
+        raise RuntimeError(
+            "upstream's setup.py needs torch, setuptools, packaging and wheel (wheel.bdist_wheel) "
+            f"in {python}; install them (pip install wheel packaging setuptools). "
+            f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else ''}"
+        )
+    return tree, nvcc
+
+
+def upstream_env(req: dict, nvcc: str, units_log: Path, base: dict) -> tuple[dict, dict]:
+    """Environment of upstream's setup.py (same archs, jobs and nvcc, through the launcher), and the
+    part of it the report records."""
+    python = req["python"]
+    env = dict(base)
+    env.update(
+        {
+            "FLASH_ATTENTION_FORCE_BUILD": "TRUE",  # never try to download a prebuilt wheel
+            "FLASH_ATTN_CUDA_ARCHS": ";".join(req["archs"]),
+            "TORCH_CUDA_ARCH_LIST": torch_arch_list(req["archs"]),
+            "MAX_JOBS": str(req["jobs"]),
+            "CUDA_HOME": cuda_home_for(nvcc),
+            "PYTORCH_NVCC": shlex.join([python, str(LAUNCHER), "--log", str(units_log), nvcc]),
+        }
+    )
+    env.pop(DRY_ENV, None)
+    if req.get("nvcc_threads"):
+        env["NVCC_THREADS"] = str(req["nvcc_threads"])
+    recorded_env = {
+        k: env[k]
+        for k in (
+            "FLASH_ATTENTION_FORCE_BUILD",
+            "FLASH_ATTN_CUDA_ARCHS",
+            "TORCH_CUDA_ARCH_LIST",
+            "MAX_JOBS",
+            "CUDA_HOME",
+            "PYTORCH_NVCC",
+        )
+    }
+    recorded_env["NVCC_THREADS"] = env.get("NVCC_THREADS", "unset (setup.py default: 4)")
+    return env, recorded_env
+
+
+def pip_wheel_command(python: str, wheel_dir: Path, tree: Path, use_pep517: bool) -> list[str]:
+    """``python -m pip wheel`` of the unpacked sdist in place, verbose, without isolation or deps."""
+    pip = [
+        python,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-build-isolation",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "-v",
+        "-w",
+        str(wheel_dir),
+        str(tree),
+    ]
+    if use_pep517:
+        # PEP 517 path: a failed build keeps build/ (the legacy path runs `setup.py clean --all`,
+        # which deletes the .ninja_log and build.ninja this benchmark reads).
+        pip.insert(pip.index("--no-build-isolation"), "--use-pep517")
+    return pip
+
+
+def _build_upstream_units(updir: Path, req: dict, tree: Path, pip: list[str], log: Path, env: dict) -> dict:
+    """The ``units`` mode: setup.py writes build.ninja, ninja compiles only the common units (module doc)."""
+    units_log = updir / "units.jsonl"
+    # setup.py writes build.ninja with every nvcc call failing at once, then ninja compiles only the
+    # common units with upstream's own commands.
+    dry_env = dict(env, **{DRY_ENV: "1"})
+    run_logged(pip, log, env=dry_env, echo=False)
+    temps = sorted((tree / "build").glob("temp*/build.ninja"))
+    if not temps:
+        raise RuntimeError(f"setup.py wrote no build/temp*/build.ninja (see {log})")
+    temp = temps[0].parent
+    for stale in [*temp.rglob("*.o"), temp / ".ninja_log", temp / ".ninja_deps"]:
+        stale.unlink(missing_ok=True)
+    units_log.unlink(missing_ok=True)
+    wanted = set(req["units"])
+    objects = [o for o in _build_ninja_objects(temp / "build.ninja") if upstream_unit_of(o) in wanted]
+    missing = sorted(wanted - {upstream_unit_of(o) for o in objects})
+    ninja = [shutil.which("ninja"), "-C", str(temp), "-v", "-j", str(req["jobs"]), *objects]
+    write_status(updir, state="building units", ninja_command=shlex.join(ninja), units_missing=missing)
+    return _timed_run(updir, ninja, log, env)
+
+
 def run_upstream(updir: Path) -> dict:
     """Build upstream as described by updir/request.json; progress and result in updir/status.json."""
     req = json.loads((updir / "request.json").read_text(encoding="utf-8"))
@@ -759,70 +866,11 @@ def run_upstream(updir: Path) -> dict:
     units_log.unlink(missing_ok=True)
     write_status(updir, state="preparing", pid=os.getpid(), started_epoch=round(time.time(), 1))
     try:
-        actual = sha256_file(Path(req["sdist"]))
-        if actual != sha:
-            raise RuntimeError(f"{req['sdist']} has sha256 {actual}, expected the pin {sha} ({version})")
-        tree = _extract(Path(req["sdist"]), updir / "src")
-        nvcc = req.get("nvcc")
-        if not nvcc:
-            raise RuntimeError("no nvcc found: put one on PATH, set CUDACXX or pass --nvcc")
-        if not shutil.which("ninja"):
-            raise RuntimeError("ninja is not on PATH: torch's BuildExtension needs it for a parallel build")
+        tree, nvcc = _prepare_upstream_tree(updir, req, version, sha)
         python = req["python"]
-        probe = subprocess.run(
-            [python, "-c", "import torch, setuptools, packaging, wheel.bdist_wheel"], capture_output=True, text=True
-        )
-        if probe.returncode != 0:
-            raise RuntimeError(
-                "upstream's setup.py needs torch, setuptools, packaging and wheel (wheel.bdist_wheel) "
-                f"in {python}; install them (pip install wheel packaging setuptools). "
-                f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else ''}"
-            )
-        env = dict(os.environ)
-        env.update(
-            {
-                "FLASH_ATTENTION_FORCE_BUILD": "TRUE",  # never try to download a prebuilt wheel
-                "FLASH_ATTN_CUDA_ARCHS": ";".join(req["archs"]),
-                "TORCH_CUDA_ARCH_LIST": torch_arch_list(req["archs"]),
-                "MAX_JOBS": str(req["jobs"]),
-                "CUDA_HOME": cuda_home_for(nvcc),
-                "PYTORCH_NVCC": shlex.join([python, str(LAUNCHER), "--log", str(units_log), nvcc]),
-            }
-        )
-        env.pop(DRY_ENV, None)
-        if req.get("nvcc_threads"):
-            env["NVCC_THREADS"] = str(req["nvcc_threads"])
-        recorded_env = {
-            k: env[k]
-            for k in (
-                "FLASH_ATTENTION_FORCE_BUILD",
-                "FLASH_ATTN_CUDA_ARCHS",
-                "TORCH_CUDA_ARCH_LIST",
-                "MAX_JOBS",
-                "CUDA_HOME",
-                "PYTORCH_NVCC",
-            )
-        }
-        recorded_env["NVCC_THREADS"] = env.get("NVCC_THREADS", "unset (setup.py default: 4)")
+        env, recorded_env = upstream_env(req, nvcc, units_log, dict(os.environ))
         wheel_dir = updir / "wheel"
-        pip = [
-            python,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-build-isolation",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "-v",
-            "-w",
-            str(wheel_dir),
-            str(tree),
-        ]
-        if _pip_knows_use_pep517(python):
-            # PEP 517 path: a failed build keeps build/ (the legacy path runs `setup.py clean --all`,
-            # which deletes the .ninja_log and build.ninja this benchmark reads).
-            pip.insert(pip.index("--no-build-isolation"), "--use-pep517")
+        pip = pip_wheel_command(python, wheel_dir, tree, _pip_knows_use_pep517(python))
         write_status(
             updir,
             state="building",
@@ -839,23 +887,7 @@ def run_upstream(updir: Path) -> dict:
             wheels = sorted(wheel_dir.glob("*.whl")) if wheel_dir.is_dir() else []
             wheel = {"path": str(wheels[0]), "bytes": wheels[0].stat().st_size} if wheels else None
             return write_status(updir, wheel=wheel)
-        # units mode: setup.py writes build.ninja with every nvcc call failing at once, then ninja
-        # compiles only the common units with upstream's own commands.
-        dry_env = dict(env, **{DRY_ENV: "1"})
-        run_logged(pip, log, env=dry_env, echo=False)
-        temps = sorted((tree / "build").glob("temp*/build.ninja"))
-        if not temps:
-            raise RuntimeError(f"setup.py wrote no build/temp*/build.ninja (see {log})")
-        temp = temps[0].parent
-        for stale in [*temp.rglob("*.o"), temp / ".ninja_log", temp / ".ninja_deps"]:
-            stale.unlink(missing_ok=True)
-        units_log.unlink(missing_ok=True)
-        wanted = set(req["units"])
-        objects = [o for o in _build_ninja_objects(temp / "build.ninja") if upstream_unit_of(o) in wanted]
-        missing = sorted(wanted - {upstream_unit_of(o) for o in objects})
-        ninja = [shutil.which("ninja"), "-C", str(temp), "-v", "-j", str(req["jobs"]), *objects]
-        write_status(updir, state="building units", ninja_command=shlex.join(ninja), units_missing=missing)
-        return _timed_run(updir, ninja, log, env)
+        return _build_upstream_units(updir, req, tree, pip, log, env)
     except Exception as exc:
         return write_status(
             updir,
