@@ -991,6 +991,62 @@ def collect_upstream(updir: Path, wait_s: float = 0.0) -> dict:
 # -- comparison and report -----------------------------------------------------------------------
 
 
+def _per_unit(ours_units: dict[str, float], up_units: dict[str, float]) -> dict:
+    """The units both built, ours alone, and each common unit's seconds side by side (with their sum)."""
+    common = sorted(set(ours_units) & set(up_units))
+    res: dict = {"common_units": common, "units_only_ours": sorted(set(ours_units) - set(up_units))}
+    res["per_unit"] = [
+        {
+            "unit": u,
+            "ours_s": ours_units[u],
+            "upstream_s": up_units[u],
+            "ratio": round(ours_units[u] / up_units[u], 3) if up_units[u] else None,
+        }
+        for u in common
+    ]
+    if common:
+        so, su = sum(ours_units[u] for u in common), sum(up_units[u] for u in common)
+        res["per_unit_sum"] = {
+            "ours_s": round(so, 1),
+            "upstream_s": round(su, 1),
+            "ratio": round(so / su, 3) if su else None,
+            "basis": f"sum of compile seconds of the {len(common)} units both built",
+        }
+    return res
+
+
+def _same_units_upstream(upstream: dict, ours_units: dict, up_units: dict, common: list[str], jobs: int) -> dict | None:
+    """Upstream's seconds for our units and their basis: measured (``units`` mode) or a replay of its
+    full build's log; None when neither is possible."""
+    if upstream.get("mode") == "units" and upstream.get("state") == "done" and not upstream.get("units_missing"):
+        return {
+            "upstream_s": upstream.get("wall_s"),
+            "basis": f"measured: ninja -j {jobs} on upstream's build.ninja, only the common units' objects "
+            "(upstream's own compile commands; no link)",
+        }
+    if common and set(ours_units) <= set(up_units):
+        order = [u for u in upstream.get("start_order", []) if u in ours_units]
+        return {
+            "upstream_s": round(simulate_schedule([up_units[u] for u in order], jobs), 1),
+            "basis": f"estimate: replay of upstream's full-build .ninja_log, the {len(order)} common units in "
+            f"the order its ninja started them, upstream's durations, {jobs} slots (no link)",
+        }
+    return None
+
+
+def _with_our_side(same: dict, ours: dict, wall: float) -> dict:
+    """``same`` with our wall time, the ratio, and our compile phase alone for reference."""
+    same["ours_s"] = wall
+    same["ratio"] = round(wall / same["upstream_s"], 3)
+    same["ours_basis"] = "our cmake --build wall time (all compiles, binding and dispatch included, and the link)"
+    compiles = [r for r in ours.get("edges") or [] if r["kind"] != "other"]
+    if compiles:  # for reference: our compile phase alone, as upstream's figure has no link
+        span = max(r["end_s"] for r in compiles) - min(r["start_s"] for r in compiles)
+        same["ours_compile_span_s"] = round(span, 1)
+        same["ratio_compile_span"] = round(span / same["upstream_s"], 3)
+    return same
+
+
 def compare(ours: dict, upstream: dict | None) -> dict:
     """Per-unit and same-units comparison; every number says what it is based on."""
     res: dict = {"targets": []}
@@ -1016,51 +1072,12 @@ def compare(ours: dict, upstream: dict | None) -> dict:
             res["warnings"].append(f"upstream was built with {key} {upstream[key]}, ours with {ours[key]}")
     ours_units = ours.get("unit_seconds") or {}
     up_units = upstream.get("unit_seconds") or {}
-    common = sorted(set(ours_units) & set(up_units))
-    res["common_units"] = common
-    res["units_only_ours"] = sorted(set(ours_units) - set(up_units))
-    res["per_unit"] = [
-        {
-            "unit": u,
-            "ours_s": ours_units[u],
-            "upstream_s": up_units[u],
-            "ratio": round(ours_units[u] / up_units[u], 3) if up_units[u] else None,
-        }
-        for u in common
-    ]
-    if common:
-        so, su = sum(ours_units[u] for u in common), sum(up_units[u] for u in common)
-        res["per_unit_sum"] = {
-            "ours_s": round(so, 1),
-            "upstream_s": round(su, 1),
-            "ratio": round(so / su, 3) if su else None,
-            "basis": f"sum of compile seconds of the {len(common)} units both built",
-        }
+    res.update(_per_unit(ours_units, up_units))
+    common = res["common_units"]
     jobs = int(upstream.get("jobs") or ours.get("jobs") or 1)
-    same = None
-    if upstream.get("mode") == "units" and upstream.get("state") == "done" and not upstream.get("units_missing"):
-        same = {
-            "upstream_s": upstream.get("wall_s"),
-            "basis": f"measured: ninja -j {jobs} on upstream's build.ninja, only the common units' objects "
-            "(upstream's own compile commands; no link)",
-        }
-    elif common and set(ours_units) <= set(up_units):
-        order = [u for u in upstream.get("start_order", []) if u in ours_units]
-        same = {
-            "upstream_s": round(simulate_schedule([up_units[u] for u in order], jobs), 1),
-            "basis": f"estimate: replay of upstream's full-build .ninja_log, the {len(order)} common units in "
-            f"the order its ninja started them, upstream's durations, {jobs} slots (no link)",
-        }
+    same = _same_units_upstream(upstream, ours_units, up_units, common, jobs)
     if same and wall and same["upstream_s"]:
-        same["ours_s"] = wall
-        same["ratio"] = round(wall / same["upstream_s"], 3)
-        same["ours_basis"] = "our cmake --build wall time (all compiles, binding and dispatch included, and the link)"
-        compiles = [r for r in ours.get("edges") or [] if r["kind"] != "other"]
-        if compiles:  # for reference: our compile phase alone, as upstream's figure has no link
-            span = max(r["end_s"] for r in compiles) - min(r["start_s"] for r in compiles)
-            same["ours_compile_span_s"] = round(span, 1)
-            same["ratio_compile_span"] = round(span / same["upstream_s"], 3)
-        res["same_units"] = same
+        res["same_units"] = same = _with_our_side(same, ours, wall)
         res["targets"].append(
             {
                 "target": "build wall <= 0.8 x upstream setup.py for the same units",
@@ -1095,116 +1112,118 @@ def _mib_to_gib(v: float | None) -> str:
     return "-" if v is None else f"{v / 1024:.2f}"
 
 
-def render_markdown(record: dict) -> str:
-    ours = record.get("ours") or {}
-    up = record.get("upstream")
-    cmp_ = record.get("comparison") or {}
+def _our_summary_rows(ours: dict, a: dict) -> list[list]:
+    """Rows of the "what / seconds" table of our build: phases, compile totals, bounds, memory, size."""
+    rows = [
+        ["configure", bc.fmt(ours.get("configure_s"), 1)],
+        ["build (cmake --build)", bc.fmt(ours.get("build_s"), 1)],
+        ["total", bc.fmt(ours.get("total_s"), 1)],
+        ["sum of compile seconds", bc.fmt(a.get("sum_compile_s"), 1)],
+        ["longest compile", bc.fmt(a.get("longest_compile_s"), 1)],
+        [f"lower bound: max(longest, sum / {a.get('jobs')})", bc.fmt(a.get("lower_bound_s"), 1)],
+        ["critical path", bc.fmt(a.get("critical_path_s"), 1)],
+        ["peak RSS of one compile (GiB)", _mib_to_gib(a.get("peak_rss_mib_max"))],
+        ["peak system memory in use (GiB)", bc.fmt(ours.get("system_memory_used_peak_gib"), 1)],
+    ]
+    if ours.get("library"):
+        rows.append(["shared object (MiB)", bc.fmt(ours["library"]["bytes"] / 2**20, 1)])
+    return rows
+
+
+def _edges_table(ours: dict, up: dict | None) -> str:
+    """Our compile edges, slowest first, beside upstream's seconds and peak memory for the same unit."""
+    up_units = (up or {}).get("unit_seconds") or {}
+    up_mem = {r["unit"]: r["peak_rss_mib"] for r in (up or {}).get("edges", []) if r.get("unit")}
+    body = []
+    for r in sorted(ours.get("edges") or [], key=lambda r: -r["seconds"]):
+        label = r["unit"] or os.path.basename(r["output"])
+        if r["unit"] and r["output"].endswith(("_align.cu.o", "_align.cu.obj")):
+            label += " (align)"
+        u = up_units.get(r["unit"]) if r["unit"] else None
+        body.append(
+            [
+                label,
+                r["kind"],
+                bc.fmt(r["seconds"], 1),
+                _mib_to_gib(r["peak_rss_mib"]),
+                bc.fmt(r["cpu_s"], 1),
+                bc.fmt(u, 1),
+                _mib_to_gib(up_mem.get(r["unit"])) if r["unit"] else "-",
+                bc.fmt(r["seconds"] / u, 2, "x") if u else "-",
+            ]
+        )
+    headers = ["edge", "kind", "seconds", "peak RSS GiB", "CPU s", "upstream s", "upstream peak GiB", "ours / upstream"]
+    return bc.md_table(headers, body, "llrrrrrr")
+
+
+def _render_ours(ours: dict, up: dict | None) -> str:
+    """The "Our build" section's body: settings, the summary table, the critical path and the edges."""
     a = ours.get("analysis") or {}
-    parts = ["# flash_attn build benchmark\n\n", machine.markdown(record["machine"]), "\n## Our build\n\n"]
-    if ours:
+    parts = [
+        f"- kernel set `{ours.get('kernel_set')}` ({len(ours.get('units_expected') or [])} units), "
+        f"archs {';'.join(ours.get('archs') or [])}, {ours.get('jobs')} jobs, nvcc {ours.get('nvcc')}\n"
+        f"- state: {ours.get('state')}{(': ' + ours['error']) if ours.get('error') else ''}\n"
+        f"- `{ours.get('configure_command')}`\n- `{ours.get('build_command')}`\n\n"
+    ]
+    parts.append(bc.md_table(["what", "seconds (unless stated)"], _our_summary_rows(ours, a), "lr"))
+    if a.get("critical_path"):
         parts.append(
-            f"- kernel set `{ours.get('kernel_set')}` ({len(ours.get('units_expected') or [])} units), "
-            f"archs {';'.join(ours.get('archs') or [])}, {ours.get('jobs')} jobs, nvcc {ours.get('nvcc')}\n"
-            f"- state: {ours.get('state')}{(': ' + ours['error']) if ours.get('error') else ''}\n"
-            f"- `{ours.get('configure_command')}`\n- `{ours.get('build_command')}`\n\n"
+            f"\nCritical path ({a.get('critical_path_basis')}): "
+            + " -> ".join(f"`{os.path.basename(n)}`" for n in a["critical_path"])
+            + "\n"
         )
-        rows = [
-            ["configure", bc.fmt(ours.get("configure_s"), 1)],
-            ["build (cmake --build)", bc.fmt(ours.get("build_s"), 1)],
-            ["total", bc.fmt(ours.get("total_s"), 1)],
-            ["sum of compile seconds", bc.fmt(a.get("sum_compile_s"), 1)],
-            ["longest compile", bc.fmt(a.get("longest_compile_s"), 1)],
-            [f"lower bound: max(longest, sum / {a.get('jobs')})", bc.fmt(a.get("lower_bound_s"), 1)],
-            ["critical path", bc.fmt(a.get("critical_path_s"), 1)],
-            ["peak RSS of one compile (GiB)", _mib_to_gib(a.get("peak_rss_mib_max"))],
-            ["peak system memory in use (GiB)", bc.fmt(ours.get("system_memory_used_peak_gib"), 1)],
-        ]
-        if ours.get("library"):
-            rows.append(["shared object (MiB)", bc.fmt(ours["library"]["bytes"] / 2**20, 1)])
-        parts.append(bc.md_table(["what", "seconds (unless stated)"], rows, "lr"))
-        if a.get("critical_path"):
-            parts.append(
-                f"\nCritical path ({a.get('critical_path_basis')}): "
-                + " -> ".join(f"`{os.path.basename(n)}`" for n in a["critical_path"])
-                + "\n"
-            )
-        up_units = (up or {}).get("unit_seconds") or {}
-        up_mem = {r["unit"]: r["peak_rss_mib"] for r in (up or {}).get("edges", []) if r.get("unit")}
-        body = []
-        for r in sorted(ours.get("edges") or [], key=lambda r: -r["seconds"]):
-            label = r["unit"] or os.path.basename(r["output"])
-            if r["unit"] and r["output"].endswith(("_align.cu.o", "_align.cu.obj")):
-                label += " (align)"
-            u = up_units.get(r["unit"]) if r["unit"] else None
-            body.append(
-                [
-                    label,
-                    r["kind"],
-                    bc.fmt(r["seconds"], 1),
-                    _mib_to_gib(r["peak_rss_mib"]),
-                    bc.fmt(r["cpu_s"], 1),
-                    bc.fmt(u, 1),
-                    _mib_to_gib(up_mem.get(r["unit"])) if r["unit"] else "-",
-                    bc.fmt(r["seconds"] / u, 2, "x") if u else "-",
-                ]
-            )
-        parts.append("\n### Edges (slowest first)\n\n")
-        parts.append(
-            bc.md_table(
-                [
-                    "edge",
-                    "kind",
-                    "seconds",
-                    "peak RSS GiB",
-                    "CPU s",
-                    "upstream s",
-                    "upstream peak GiB",
-                    "ours / upstream",
-                ],
-                body,
-                "llrrrrrr",
-            )
-        )
-    parts.append("\n## Upstream setup.py\n\n")
+    parts.append("\n### Edges (slowest first)\n\n")
+    parts.append(_edges_table(ours, up))
+    return "".join(parts)
+
+
+def _render_upstream(up: dict | None) -> str:
+    """The "Upstream setup.py" section's body: folder, mode, state, wall time, commands, environment."""
     if not up:
-        parts.append(
-            "Not measured in this run (use --upstream DIR, or --upstream-background DIR then --collect DIR).\n"
+        return "Not measured in this run (use --upstream DIR, or --upstream-background DIR then --collect DIR).\n"
+    parts = [
+        f"- folder `{up.get('dir')}`, mode `{up.get('mode')}`, state **{up.get('state')}**"
+        f"{(': ' + up['error']) if up.get('error') else ''}\n"
+        f"- wall {bc.fmt(up.get('wall_s'), 1)} s; {len(up.get('unit_seconds') or {})} units in "
+        f"`{up.get('ninja_log')}`\n"
+    ]
+    if up.get("command"):
+        parts.append(f"- `{up['command']}`\n")
+    if up.get("ninja_command"):
+        parts.append(f"- `{up['ninja_command']}`\n")
+    for k, v in (up.get("env") or {}).items():
+        parts.append(f"- {k}={v}\n")
+    if up.get("log_tail") and up.get("state") != "done":
+        parts.append("\n```\n" + up["log_tail"] + "\n```\n")
+    return "".join(parts)
+
+
+def _render_same_units(s: dict) -> str:
+    """The same-units line(s) of the comparison: the ratio and its basis, or why there is none."""
+    if s.get("ratio") is None:
+        return f"- same units: {s['basis']}\n"
+    text = (
+        f"- same units: ours {s['ours_s']} s vs upstream {s['upstream_s']} s = {s['ratio']}x; "
+        f"upstream: {s['basis']}; ours: {s['ours_basis']}\n"
+    )
+    if s.get("ours_compile_span_s") is not None:
+        text += (
+            f"- same units, our compile phase only (first compile start to last compile end, no "
+            f"link): {s['ours_compile_span_s']} s = {s['ratio_compile_span']}x upstream\n"
         )
-    else:
-        parts.append(
-            f"- folder `{up.get('dir')}`, mode `{up.get('mode')}`, state **{up.get('state')}**"
-            f"{(': ' + up['error']) if up.get('error') else ''}\n"
-            f"- wall {bc.fmt(up.get('wall_s'), 1)} s; {len(up.get('unit_seconds') or {})} units in "
-            f"`{up.get('ninja_log')}`\n"
-        )
-        if up.get("command"):
-            parts.append(f"- `{up['command']}`\n")
-        if up.get("ninja_command"):
-            parts.append(f"- `{up['ninja_command']}`\n")
-        for k, v in (up.get("env") or {}).items():
-            parts.append(f"- {k}={v}\n")
-        if up.get("log_tail") and up.get("state") != "done":
-            parts.append("\n```\n" + up["log_tail"] + "\n```\n")
-    parts.append("\n## Comparison\n\n")
+    return text
+
+
+def _render_comparison(cmp_: dict) -> str:
+    """The "Comparison" section's body and, when there are any, the targets table."""
+    parts = []
     if cmp_.get("per_unit_sum"):
         s = cmp_["per_unit_sum"]
         parts.append(
             f"- per unit: ours {s['ours_s']} s vs upstream {s['upstream_s']} s = {s['ratio']}x ({s['basis']})\n"
         )
     if cmp_.get("same_units"):
-        s = cmp_["same_units"]
-        if s.get("ratio") is not None:
-            parts.append(
-                f"- same units: ours {s['ours_s']} s vs upstream {s['upstream_s']} s = {s['ratio']}x; "
-                f"upstream: {s['basis']}; ours: {s['ours_basis']}\n"
-            )
-            if s.get("ours_compile_span_s") is not None:
-                parts.append(
-                    f"- same units, our compile phase only (first compile start to last compile end, no "
-                    f"link): {s['ours_compile_span_s']} s = {s['ratio_compile_span']}x upstream\n"
-                )
-        else:
-            parts.append(f"- same units: {s['basis']}\n")
+        parts.append(_render_same_units(cmp_["same_units"]))
     if cmp_.get("full_builds"):
         f = cmp_["full_builds"]
         parts.append(
@@ -1224,6 +1243,19 @@ def render_markdown(record: dict) -> str:
             for t in cmp_["targets"]
         ]
         parts.append(bc.md_table(["target", "value", "goal", "met", "basis"], body, "lrrll"))
+    return "".join(parts)
+
+
+def render_markdown(record: dict) -> str:
+    """build.md: the machine, our build, upstream's build and the comparison with its targets."""
+    ours = record.get("ours") or {}
+    parts = ["# flash_attn build benchmark\n\n", machine.markdown(record["machine"]), "\n## Our build\n\n"]
+    if ours:
+        parts.append(_render_ours(ours, record.get("upstream")))
+    parts.append("\n## Upstream setup.py\n\n")
+    parts.append(_render_upstream(record.get("upstream")))
+    parts.append("\n## Comparison\n\n")
+    parts.append(_render_comparison(record.get("comparison") or {}))
     return "".join(parts)
 
 
