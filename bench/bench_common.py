@@ -20,6 +20,7 @@ release package on the path: ``PYTHONPATH=src`` from the checkout's root (the no
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -41,6 +42,31 @@ def kernel_set():
     """src/kernels/kernel_set.py (the single definition of unit names), ``kernels.kernel_set`` as
     the release tooling imports it."""
     return _kernel_set
+
+
+# -- command lines -------------------------------------------------------------------------------
+
+
+def script_parser(doc: str) -> argparse.ArgumentParser:
+    """The parser of a bench/ script: its module doc's first paragraph as description, layout kept."""
+    return argparse.ArgumentParser(
+        description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def result_dir(path: Path) -> Path:
+    """``--out`` made absolute and created (with its parents); the folder every result file goes to."""
+    out = Path(path).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def rotation(items: list, rep: int) -> list:
+    """Order of repetition ``rep``: ``items`` rotated left by ``rep`` places, so none is always first."""
+    if not items:
+        return []
+    k = rep % len(items)
+    return items[k:] + items[:k]
 
 
 # -- statistics ----------------------------------------------------------------------------------
@@ -153,6 +179,15 @@ def log_tail(path: Path, lines: int = 30) -> str:
         return "\n".join(Path(path).read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def write_and_announce(out_dir: Path, stem: str, record: dict, markdown: str, script: str) -> tuple[Path, Path]:
+    """:func:`write_results`, then ``<script>: wrote <json> and <md>`` on stderr (with ``in N s`` when the
+    record has ``wall_s``); returns both paths."""
+    json_path, md_path = write_results(out_dir, stem, record, markdown)
+    took = f" in {record['wall_s']:.0f} s" if "wall_s" in record else ""
+    print(f"{script}: wrote {json_path} and {md_path}{took}", file=sys.stderr)
+    return json_path, md_path
 
 
 # -- build targets -------------------------------------------------------------------------------

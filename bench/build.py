@@ -1267,8 +1267,7 @@ def write_report(out: Path, ours: dict, upstream: dict | None) -> dict:
         "upstream": upstream,
         "comparison": compare(ours, upstream),
     }
-    json_path, md_path = bc.write_results(out, "build", record, render_markdown(record))
-    print(f"build.py: wrote {json_path} and {md_path}", file=sys.stderr)
+    bc.write_and_announce(out, "build", record, render_markdown(record), "build.py")
     return record
 
 
@@ -1276,9 +1275,7 @@ def write_report(out: Path, ours: dict, upstream: dict | None) -> dict:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = bc.script_parser(__doc__)
     p.add_argument("--out", type=Path, help="result folder (build.json, build.md, logs, ours-build/)")
     p.add_argument("--sdist", help="flash_attn-<pin>.tar.gz (default: $FLASH_ATTN_SDIST, <repo>/.sdist, the cache)")
     p.add_argument("--archs", default="90", help="SM list, e.g. 90 or 80;90 (default 90)")
@@ -1350,7 +1347,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _no_sdist(version: str) -> int:
+    """Say that the pinned sdist was not found and how to give it; the exit status 2."""
+    print(f"build.py: no flash_attn-{version}.tar.gz found; pass --sdist PATH", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line (module doc); 0 when our build (or the part asked for) succeeded."""
     args = _parse(argv)
     if args.upstream_run:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -1360,15 +1364,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.sharded:
         sdist = find_sdist(args.sdist, version)
         if sdist is None and args.only != "report" and os.environ.get(build_sharded.FAKE_ENV) != "1":
-            print(f"build.py: no flash_attn-{version}.tar.gz found; pass --sdist PATH", file=sys.stderr)
-            return 2
+            return _no_sdist(version)
         return build_sharded.main(args.out.resolve(), args.sharded, args.only, args.kernel_set, args.archs, sdist)
     nvcc = find_nvcc(args.nvcc)
     need_sdist = not args.reuse_ours or args.upstream or args.upstream_background
     sdist = find_sdist(args.sdist, version)
     if need_sdist and sdist is None:
-        print(f"build.py: no flash_attn-{version}.tar.gz found; pass --sdist PATH", file=sys.stderr)
-        return 2
+        return _no_sdist(version)
     if args.upstream_background:
         updir = args.upstream_background.resolve()
         prepare_upstream_dir(updir, upstream_request(args, sdist, nvcc))
@@ -1379,8 +1381,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 0
-    out = args.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = bc.result_dir(args.out)
     if args.reuse_ours:
         try:
             ours = json.loads((out / "build.json").read_text(encoding="utf-8"))["ours"]

@@ -625,9 +625,7 @@ def render_markdown(record: dict) -> str:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = bc.script_parser(__doc__)
     p.add_argument("--out", type=Path, help="result folder (kernels.json, kernels.md)")
     p.add_argument(
         "--build",
@@ -779,8 +777,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return _worker(args)
     started = time.perf_counter()
-    out = args.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = bc.result_dir(args.out)
     work = out / "kernels_work"
     work.mkdir(exist_ok=True)
     targets = bc.targets_or_not_run(
@@ -810,8 +807,7 @@ def main(argv: list[str] | None = None) -> int:
         "host_overhead": host_overhead.rows(workers),
         "wall_s": round(time.perf_counter() - started, 1),
     }
-    json_path, md_path = bc.write_results(out, "kernels", record, render_markdown(record))
-    print(f"latency.py: wrote {json_path} and {md_path} in {record['wall_s']:.0f} s", file=sys.stderr)
+    bc.write_and_announce(out, "kernels", record, render_markdown(record), "latency.py")
     failed = [w for w in workers if w.get("error")]
     # a flash_attn case that raised (not "not built", not an SDPA refusal) fails the run too
     errors = [r for r in results for i in merged["ours"] if (r["results"].get(i) or {}).get("status") == "error"]
