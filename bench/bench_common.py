@@ -54,6 +54,13 @@ def script_parser(doc: str) -> argparse.ArgumentParser:
     )
 
 
+def add_out_and_builds(parser: argparse.ArgumentParser, out_help: str, build_help: str) -> None:
+    """The ``--out DIR`` (a Path) and repeatable ``--build LABEL=PATH`` options of a GPU benchmark
+    (see the module doc for what PATH may be; :func:`targets_or_not_run` resolves them)."""
+    parser.add_argument("--out", type=Path, help=out_help)
+    parser.add_argument("--build", action="append", metavar="LABEL=PATH", help=build_help)
+
+
 def result_dir(path: Path) -> Path:
     """``--out`` made absolute and created (with its parents); the folder every result file goes to."""
     out = Path(path).resolve()

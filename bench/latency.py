@@ -626,12 +626,10 @@ def render_markdown(record: dict) -> str:
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = bc.script_parser(__doc__)
-    p.add_argument("--out", type=Path, help="result folder (kernels.json, kernels.md)")
-    p.add_argument(
-        "--build",
-        action="append",
-        metavar="LABEL=PATH",
-        help="a build to time: CMake build dir, _C_<group>.so, install folder or .whl; repeatable. "
+    bc.add_out_and_builds(
+        p,
+        "result folder (kernels.json, kernels.md)",
+        "a build to time: CMake build dir, _C_<group>.so, install folder or .whl; repeatable. "
         "Default: the flash_attn the interpreter imports",
     )
     p.add_argument(

@@ -270,12 +270,10 @@ def render_markdown(record: dict) -> str:
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = bc.script_parser(__doc__)
-    p.add_argument("--out", type=Path, help="result folder (load_cost.json, load_cost.md)")
-    p.add_argument(
-        "--build",
-        action="append",
-        metavar="LABEL=PATH",
-        help="a build: CMake build dir, _C_<group>.so, install folder or .whl; repeatable "
+    bc.add_out_and_builds(
+        p,
+        "result folder (load_cost.json, load_cost.md)",
+        "a build: CMake build dir, _C_<group>.so, install folder or .whl; repeatable "
         "(e.g. none=build/none size=build/size)",
     )
     p.add_argument("--reps", type=int, default=7, help="counted repetitions per build (default 7)")
