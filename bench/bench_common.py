@@ -20,6 +20,7 @@ release package on the path: ``PYTHONPATH=src`` from the checkout's root (the no
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -41,6 +42,38 @@ def kernel_set():
     """src/kernels/kernel_set.py (the single definition of unit names), ``kernels.kernel_set`` as
     the release tooling imports it."""
     return _kernel_set
+
+
+# -- command lines -------------------------------------------------------------------------------
+
+
+def script_parser(doc: str) -> argparse.ArgumentParser:
+    """The parser of a bench/ script: its module doc's first paragraph as description, layout kept."""
+    return argparse.ArgumentParser(
+        description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def add_out_and_builds(parser: argparse.ArgumentParser, out_help: str, build_help: str) -> None:
+    """The ``--out DIR`` (a Path) and repeatable ``--build LABEL=PATH`` options of a GPU benchmark
+    (see the module doc for what PATH may be; :func:`targets_or_not_run` resolves them)."""
+    parser.add_argument("--out", type=Path, help=out_help)
+    parser.add_argument("--build", action="append", metavar="LABEL=PATH", help=build_help)
+
+
+def result_dir(path: Path) -> Path:
+    """``--out`` made absolute and created (with its parents); the folder every result file goes to."""
+    out = Path(path).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def rotation(items: list, rep: int) -> list:
+    """Order of repetition ``rep``: ``items`` rotated left by ``rep`` places, so none is always first."""
+    if not items:
+        return []
+    k = rep % len(items)
+    return items[k:] + items[:k]
 
 
 # -- statistics ----------------------------------------------------------------------------------
@@ -144,6 +177,23 @@ def write_results(out_dir: Path, stem: str, record: dict, markdown: str) -> tupl
     text = json.dumps(json_safe(record), indent=1, sort_keys=False, allow_nan=False)
     json_path.write_text(text + "\n", encoding="utf-8")
     md_path.write_text(markdown, encoding="utf-8")
+    return json_path, md_path
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file (for a failed step's record); "" when it cannot be read."""
+    try:
+        return "\n".join(Path(path).read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def write_and_announce(out_dir: Path, stem: str, record: dict, markdown: str, script: str) -> tuple[Path, Path]:
+    """:func:`write_results`, then ``<script>: wrote <json> and <md>`` on stderr (with ``in N s`` when the
+    record has ``wall_s``); returns both paths."""
+    json_path, md_path = write_results(out_dir, stem, record, markdown)
+    took = f" in {record['wall_s']:.0f} s" if "wall_s" in record else ""
+    print(f"{script}: wrote {json_path} and {md_path}{took}", file=sys.stderr)
     return json_path, md_path
 
 
@@ -252,6 +302,25 @@ def resolve_targets(args: list[str] | None, scratch: Path) -> list[BuildTarget]:
     if dupes:
         raise TargetError(f"duplicate build labels: {', '.join(dupes)}")
     return targets
+
+
+def targets_or_not_run(
+    build_args: list[str] | None, scratch: Path, out_dir: Path, stem: str, title: str, script: str
+) -> list[BuildTarget] | None:
+    """:func:`resolve_targets` of the ``--build`` arguments, or None after reporting why not.
+
+    On a :class:`TargetError` the message goes to stderr as ``<script>: <message>`` and
+    ``<out_dir>/<stem>.json`` (``{"benchmark": stem, "error": ...}``) and ``<stem>.md`` (``# <title>``
+    and **Not run**) are written, so that a run that could not start still leaves its result files;
+    the caller then exits with status 2.
+    """
+    try:
+        return resolve_targets(build_args, scratch)
+    except TargetError as exc:
+        print(f"{script}: {exc}", file=sys.stderr)
+        record = {"benchmark": stem, "error": str(exc)}
+        write_results(out_dir, stem, record, f"# {title}\n\n**Not run**: {exc}\n")
+        return None
 
 
 def read_build_info_near(library: str | None) -> dict | None:

@@ -497,13 +497,6 @@ def run_logged(
     return rc, time.perf_counter() - t0
 
 
-def log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(Path(path).read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
 def find_nvcc(explicit: str | None) -> str | None:
     """nvcc both builds use: --nvcc, $CUDACXX, nvcc on PATH, $CUDA_HOME/bin/nvcc (resolved)."""
     cands = [explicit, os.environ.get("CUDACXX"), shutil.which("nvcc")]
@@ -564,7 +557,8 @@ def torch_arch_list(archs: list[str]) -> str:
 # -- our build -----------------------------------------------------------------------------------
 
 
-def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | None) -> dict:
+def _fresh_build_dir(args: argparse.Namespace, out: Path) -> Path:
+    """An empty build directory: ``--build-dir`` (emptied only with ``--clean``) or DIR/ours-build."""
     build_dir = Path(args.build_dir).resolve() if args.build_dir else out / "ours-build"
     if build_dir.exists() and any(build_dir.iterdir()):
         if args.build_dir and not args.clean:
@@ -574,9 +568,13 @@ def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | Non
             )
         shutil.rmtree(build_dir)
     build_dir.mkdir(parents=True)
-    launcher_log = out / "ours_units.jsonl"
-    launcher_log.unlink(missing_ok=True)
-    launcher = [sys.executable, str(LAUNCHER), "--log", str(launcher_log)]
+    return build_dir
+
+
+def configure_command(
+    args: argparse.Namespace, build_dir: Path, sdist: Path, nvcc: str | None, launcher: list[str]
+) -> list[str]:
+    """The ``cmake -S <repo> -B <build_dir> ...`` line of our build (module doc), compiles through ``launcher``."""
     archs = ";".join(args.archs)
     configure = [
         "cmake",
@@ -600,7 +598,33 @@ def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | Non
         configure.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
     if args.fatbin_compression:
         configure.append(f"-DFLASH_ATTN_FATBIN_COMPRESSION={args.fatbin_compression}")
-    configure += args.cmake_arg or []
+    return configure + (args.cmake_arg or [])
+
+
+def _record_our_outputs(record: dict, build_dir: Path, launcher_log: Path, jobs: int) -> None:
+    """Add the compile edges (.ninja_log and launcher log), their analysis and the built library to ``record``."""
+    ninja_log = build_dir / ".ninja_log"
+    edges = last_build(ninja_log.read_text(encoding="utf-8", errors="replace")) if ninja_log.is_file() else []
+    rows = edge_records(edges, build_dir, read_launcher_log(launcher_log), our_unit_of)
+    record["edges"] = rows
+    record["unit_seconds"] = per_unit_seconds(rows)
+    record["analysis"] = analyse(edges, rows, jobs, ninja_deps(build_dir, edges), our_unit_of)
+    lib = bc.find_native_library(build_dir) if build_dir.is_dir() else None
+    if lib:
+        record["library"] = {"path": str(lib), "bytes": lib.stat().st_size}
+        info = bc.read_build_info_near(str(lib))
+        if info:
+            info.pop("kernels", None)
+            record["build_info"] = info
+
+
+def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | None) -> dict:
+    """Configure and build this repository with CMake (module doc); the record of times, edges and library."""
+    build_dir = _fresh_build_dir(args, out)
+    launcher_log = out / "ours_units.jsonl"
+    launcher_log.unlink(missing_ok=True)
+    launcher = [sys.executable, str(LAUNCHER), "--log", str(launcher_log)]
+    configure = configure_command(args, build_dir, sdist, nvcc, launcher)
     build = ["cmake", "--build", str(build_dir)]
     log = out / "ours_build.log"
     log.unlink(missing_ok=True)
@@ -623,7 +647,7 @@ def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | Non
         "started_epoch": round(started, 1),
     }
     if rc != 0:
-        record.update(state="failed", error=f"configure failed (exit {rc})", log_tail=log_tail(log))
+        record.update(state="failed", error=f"configure failed (exit {rc})", log_tail=bc.log_tail(log))
         return record
     build_started = time.time()
     with MemorySampler() as mem:
@@ -636,22 +660,10 @@ def build_ours(args: argparse.Namespace, out: Path, sdist: Path, nvcc: str | Non
         system_memory_used_peak_gib=mem.peak_gib,
     )
     if rc != 0:
-        record.update(state="failed", error=f"build failed (exit {rc})", log_tail=log_tail(log))
+        record.update(state="failed", error=f"build failed (exit {rc})", log_tail=bc.log_tail(log))
     else:
         record["state"] = "done"
-    ninja_log = build_dir / ".ninja_log"
-    edges = last_build(ninja_log.read_text(encoding="utf-8", errors="replace")) if ninja_log.is_file() else []
-    rows = edge_records(edges, build_dir, read_launcher_log(launcher_log), our_unit_of)
-    record["edges"] = rows
-    record["unit_seconds"] = per_unit_seconds(rows)
-    record["analysis"] = analyse(edges, rows, args.jobs, ninja_deps(build_dir, edges), our_unit_of)
-    lib = bc.find_native_library(build_dir) if build_dir.is_dir() else None
-    if lib:
-        record["library"] = {"path": str(lib), "bytes": lib.stat().st_size}
-        info = bc.read_build_info_near(str(lib))
-        if info:
-            info.pop("kernels", None)
-            record["build_info"] = info
+    _record_our_outputs(record, build_dir, launcher_log, args.jobs)
     return record
 
 
@@ -734,8 +746,115 @@ def _timed_run(updir: Path, command: list[str], log: Path, env: dict) -> dict:
         build_started_epoch=round(t0, 1),
         finished_epoch=round(time.time(), 1),
         system_memory_used_peak_gib=mem.peak_gib,
-        log_tail=None if rc == 0 else log_tail(log),
+        log_tail=None if rc == 0 else bc.log_tail(log),
     )
+
+
+def _prepare_upstream_tree(updir: Path, req: dict, version: str, sha: str) -> tuple[Path, str]:
+    """The sdist checked against the pin (``version``, ``sha``) and unpacked into updir/src, the tools
+    checked; (source tree, nvcc).
+
+    Raises RuntimeError saying what is missing: a sha256 other than the pin's, no nvcc, no ninja, or
+    a Python without torch, setuptools, packaging and wheel.
+    """
+    actual = sha256_file(Path(req["sdist"]))
+    if actual != sha:
+        raise RuntimeError(f"{req['sdist']} has sha256 {actual}, expected the pin {sha} ({version})")
+    tree = _extract(Path(req["sdist"]), updir / "src")
+    nvcc = req.get("nvcc")
+    if not nvcc:
+        raise RuntimeError("no nvcc found: put one on PATH, set CUDACXX or pass --nvcc")
+    if not shutil.which("ninja"):
+        raise RuntimeError("ninja is not on PATH: torch's BuildExtension needs it for a parallel build")
+    python = req["python"]
+    probe = subprocess.run(
+        [python, "-c", "import torch, setuptools, packaging, wheel.bdist_wheel"], capture_output=True, text=True
+    )
+    if probe.returncode != 0:
+        raise RuntimeError(
+            "upstream's setup.py needs torch, setuptools, packaging and wheel (wheel.bdist_wheel) "
+            f"in {python}; install them (pip install wheel packaging setuptools). "
+            f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else ''}"
+        )
+    return tree, nvcc
+
+
+def upstream_env(req: dict, nvcc: str, units_log: Path, base: dict) -> tuple[dict, dict]:
+    """Environment of upstream's setup.py (same archs, jobs and nvcc, through the launcher), and the
+    part of it the report records."""
+    python = req["python"]
+    env = dict(base)
+    env.update(
+        {
+            "FLASH_ATTENTION_FORCE_BUILD": "TRUE",  # never try to download a prebuilt wheel
+            "FLASH_ATTN_CUDA_ARCHS": ";".join(req["archs"]),
+            "TORCH_CUDA_ARCH_LIST": torch_arch_list(req["archs"]),
+            "MAX_JOBS": str(req["jobs"]),
+            "CUDA_HOME": cuda_home_for(nvcc),
+            "PYTORCH_NVCC": shlex.join([python, str(LAUNCHER), "--log", str(units_log), nvcc]),
+        }
+    )
+    env.pop(DRY_ENV, None)
+    if req.get("nvcc_threads"):
+        env["NVCC_THREADS"] = str(req["nvcc_threads"])
+    recorded_env = {
+        k: env[k]
+        for k in (
+            "FLASH_ATTENTION_FORCE_BUILD",
+            "FLASH_ATTN_CUDA_ARCHS",
+            "TORCH_CUDA_ARCH_LIST",
+            "MAX_JOBS",
+            "CUDA_HOME",
+            "PYTORCH_NVCC",
+        )
+    }
+    recorded_env["NVCC_THREADS"] = env.get("NVCC_THREADS", "unset (setup.py default: 4)")
+    return env, recorded_env
+
+
+def pip_wheel_command(python: str, wheel_dir: Path, tree: Path, use_pep517: bool) -> list[str]:
+    """``python -m pip wheel`` of the unpacked sdist in place, verbose, without isolation or deps."""
+    pip = [
+        python,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-build-isolation",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "-v",
+        "-w",
+        str(wheel_dir),
+        str(tree),
+    ]
+    if use_pep517:
+        # PEP 517 path: a failed build keeps build/ (the legacy path runs `setup.py clean --all`,
+        # which deletes the .ninja_log and build.ninja this benchmark reads).
+        pip.insert(pip.index("--no-build-isolation"), "--use-pep517")
+    return pip
+
+
+def _build_upstream_units(updir: Path, req: dict, tree: Path, pip: list[str], log: Path, env: dict) -> dict:
+    """The ``units`` mode: setup.py writes build.ninja, ninja compiles only the common units (module doc)."""
+    units_log = updir / "units.jsonl"
+    # setup.py writes build.ninja with every nvcc call failing at once, then ninja compiles only the
+    # common units with upstream's own commands.
+    dry_env = dict(env, **{DRY_ENV: "1"})
+    run_logged(pip, log, env=dry_env, echo=False)
+    temps = sorted((tree / "build").glob("temp*/build.ninja"))
+    if not temps:
+        raise RuntimeError(f"setup.py wrote no build/temp*/build.ninja (see {log})")
+    temp = temps[0].parent
+    for stale in [*temp.rglob("*.o"), temp / ".ninja_log", temp / ".ninja_deps"]:
+        stale.unlink(missing_ok=True)
+    units_log.unlink(missing_ok=True)
+    wanted = set(req["units"])
+    objects = [o for o in _build_ninja_objects(temp / "build.ninja") if upstream_unit_of(o) in wanted]
+    missing = sorted(wanted - {upstream_unit_of(o) for o in objects})
+    ninja = [shutil.which("ninja"), "-C", str(temp), "-v", "-j", str(req["jobs"]), *objects]
+    write_status(updir, state="building units", ninja_command=shlex.join(ninja), units_missing=missing)
+    return _timed_run(updir, ninja, log, env)
 
 
 def run_upstream(updir: Path) -> dict:
@@ -747,70 +866,11 @@ def run_upstream(updir: Path) -> dict:
     units_log.unlink(missing_ok=True)
     write_status(updir, state="preparing", pid=os.getpid(), started_epoch=round(time.time(), 1))
     try:
-        actual = sha256_file(Path(req["sdist"]))
-        if actual != sha:
-            raise RuntimeError(f"{req['sdist']} has sha256 {actual}, expected the pin {sha} ({version})")
-        tree = _extract(Path(req["sdist"]), updir / "src")
-        nvcc = req.get("nvcc")
-        if not nvcc:
-            raise RuntimeError("no nvcc found: put one on PATH, set CUDACXX or pass --nvcc")
-        if not shutil.which("ninja"):
-            raise RuntimeError("ninja is not on PATH: torch's BuildExtension needs it for a parallel build")
+        tree, nvcc = _prepare_upstream_tree(updir, req, version, sha)
         python = req["python"]
-        probe = subprocess.run(
-            [python, "-c", "import torch, setuptools, packaging, wheel.bdist_wheel"], capture_output=True, text=True
-        )
-        if probe.returncode != 0:
-            raise RuntimeError(
-                "upstream's setup.py needs torch, setuptools, packaging and wheel (wheel.bdist_wheel) "
-                f"in {python}; install them (pip install wheel packaging setuptools). "
-                f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else ''}"
-            )
-        env = dict(os.environ)
-        env.update(
-            {
-                "FLASH_ATTENTION_FORCE_BUILD": "TRUE",  # never try to download a prebuilt wheel
-                "FLASH_ATTN_CUDA_ARCHS": ";".join(req["archs"]),
-                "TORCH_CUDA_ARCH_LIST": torch_arch_list(req["archs"]),
-                "MAX_JOBS": str(req["jobs"]),
-                "CUDA_HOME": cuda_home_for(nvcc),
-                "PYTORCH_NVCC": shlex.join([python, str(LAUNCHER), "--log", str(units_log), nvcc]),
-            }
-        )
-        env.pop(DRY_ENV, None)
-        if req.get("nvcc_threads"):
-            env["NVCC_THREADS"] = str(req["nvcc_threads"])
-        recorded_env = {
-            k: env[k]
-            for k in (
-                "FLASH_ATTENTION_FORCE_BUILD",
-                "FLASH_ATTN_CUDA_ARCHS",
-                "TORCH_CUDA_ARCH_LIST",
-                "MAX_JOBS",
-                "CUDA_HOME",
-                "PYTORCH_NVCC",
-            )
-        }
-        recorded_env["NVCC_THREADS"] = env.get("NVCC_THREADS", "unset (setup.py default: 4)")
+        env, recorded_env = upstream_env(req, nvcc, units_log, dict(os.environ))
         wheel_dir = updir / "wheel"
-        pip = [
-            python,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-build-isolation",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "-v",
-            "-w",
-            str(wheel_dir),
-            str(tree),
-        ]
-        if _pip_knows_use_pep517(python):
-            # PEP 517 path: a failed build keeps build/ (the legacy path runs `setup.py clean --all`,
-            # which deletes the .ninja_log and build.ninja this benchmark reads).
-            pip.insert(pip.index("--no-build-isolation"), "--use-pep517")
+        pip = pip_wheel_command(python, wheel_dir, tree, _pip_knows_use_pep517(python))
         write_status(
             updir,
             state="building",
@@ -827,30 +887,14 @@ def run_upstream(updir: Path) -> dict:
             wheels = sorted(wheel_dir.glob("*.whl")) if wheel_dir.is_dir() else []
             wheel = {"path": str(wheels[0]), "bytes": wheels[0].stat().st_size} if wheels else None
             return write_status(updir, wheel=wheel)
-        # units mode: setup.py writes build.ninja with every nvcc call failing at once, then ninja
-        # compiles only the common units with upstream's own commands.
-        dry_env = dict(env, **{DRY_ENV: "1"})
-        run_logged(pip, log, env=dry_env, echo=False)
-        temps = sorted((tree / "build").glob("temp*/build.ninja"))
-        if not temps:
-            raise RuntimeError(f"setup.py wrote no build/temp*/build.ninja (see {log})")
-        temp = temps[0].parent
-        for stale in [*temp.rglob("*.o"), temp / ".ninja_log", temp / ".ninja_deps"]:
-            stale.unlink(missing_ok=True)
-        units_log.unlink(missing_ok=True)
-        wanted = set(req["units"])
-        objects = [o for o in _build_ninja_objects(temp / "build.ninja") if upstream_unit_of(o) in wanted]
-        missing = sorted(wanted - {upstream_unit_of(o) for o in objects})
-        ninja = [shutil.which("ninja"), "-C", str(temp), "-v", "-j", str(req["jobs"]), *objects]
-        write_status(updir, state="building units", ninja_command=shlex.join(ninja), units_missing=missing)
-        return _timed_run(updir, ninja, log, env)
+        return _build_upstream_units(updir, req, tree, pip, log, env)
     except Exception as exc:
         return write_status(
             updir,
             state="failed",
             error=f"{type(exc).__name__}: {exc}",
             finished_epoch=round(time.time(), 1),
-            log_tail=log_tail(log),
+            log_tail=bc.log_tail(log),
         )
 
 
@@ -947,6 +991,62 @@ def collect_upstream(updir: Path, wait_s: float = 0.0) -> dict:
 # -- comparison and report -----------------------------------------------------------------------
 
 
+def _per_unit(ours_units: dict[str, float], up_units: dict[str, float]) -> dict:
+    """The units both built, ours alone, and each common unit's seconds side by side (with their sum)."""
+    common = sorted(set(ours_units) & set(up_units))
+    res: dict = {"common_units": common, "units_only_ours": sorted(set(ours_units) - set(up_units))}
+    res["per_unit"] = [
+        {
+            "unit": u,
+            "ours_s": ours_units[u],
+            "upstream_s": up_units[u],
+            "ratio": round(ours_units[u] / up_units[u], 3) if up_units[u] else None,
+        }
+        for u in common
+    ]
+    if common:
+        so, su = sum(ours_units[u] for u in common), sum(up_units[u] for u in common)
+        res["per_unit_sum"] = {
+            "ours_s": round(so, 1),
+            "upstream_s": round(su, 1),
+            "ratio": round(so / su, 3) if su else None,
+            "basis": f"sum of compile seconds of the {len(common)} units both built",
+        }
+    return res
+
+
+def _same_units_upstream(upstream: dict, ours_units: dict, up_units: dict, common: list[str], jobs: int) -> dict | None:
+    """Upstream's seconds for our units and their basis: measured (``units`` mode) or a replay of its
+    full build's log; None when neither is possible."""
+    if upstream.get("mode") == "units" and upstream.get("state") == "done" and not upstream.get("units_missing"):
+        return {
+            "upstream_s": upstream.get("wall_s"),
+            "basis": f"measured: ninja -j {jobs} on upstream's build.ninja, only the common units' objects "
+            "(upstream's own compile commands; no link)",
+        }
+    if common and set(ours_units) <= set(up_units):
+        order = [u for u in upstream.get("start_order", []) if u in ours_units]
+        return {
+            "upstream_s": round(simulate_schedule([up_units[u] for u in order], jobs), 1),
+            "basis": f"estimate: replay of upstream's full-build .ninja_log, the {len(order)} common units in "
+            f"the order its ninja started them, upstream's durations, {jobs} slots (no link)",
+        }
+    return None
+
+
+def _with_our_side(same: dict, ours: dict, wall: float) -> dict:
+    """``same`` with our wall time, the ratio, and our compile phase alone for reference."""
+    same["ours_s"] = wall
+    same["ratio"] = round(wall / same["upstream_s"], 3)
+    same["ours_basis"] = "our cmake --build wall time (all compiles, binding and dispatch included, and the link)"
+    compiles = [r for r in ours.get("edges") or [] if r["kind"] != "other"]
+    if compiles:  # for reference: our compile phase alone, as upstream's figure has no link
+        span = max(r["end_s"] for r in compiles) - min(r["start_s"] for r in compiles)
+        same["ours_compile_span_s"] = round(span, 1)
+        same["ratio_compile_span"] = round(span / same["upstream_s"], 3)
+    return same
+
+
 def compare(ours: dict, upstream: dict | None) -> dict:
     """Per-unit and same-units comparison; every number says what it is based on."""
     res: dict = {"targets": []}
@@ -972,51 +1072,12 @@ def compare(ours: dict, upstream: dict | None) -> dict:
             res["warnings"].append(f"upstream was built with {key} {upstream[key]}, ours with {ours[key]}")
     ours_units = ours.get("unit_seconds") or {}
     up_units = upstream.get("unit_seconds") or {}
-    common = sorted(set(ours_units) & set(up_units))
-    res["common_units"] = common
-    res["units_only_ours"] = sorted(set(ours_units) - set(up_units))
-    res["per_unit"] = [
-        {
-            "unit": u,
-            "ours_s": ours_units[u],
-            "upstream_s": up_units[u],
-            "ratio": round(ours_units[u] / up_units[u], 3) if up_units[u] else None,
-        }
-        for u in common
-    ]
-    if common:
-        so, su = sum(ours_units[u] for u in common), sum(up_units[u] for u in common)
-        res["per_unit_sum"] = {
-            "ours_s": round(so, 1),
-            "upstream_s": round(su, 1),
-            "ratio": round(so / su, 3) if su else None,
-            "basis": f"sum of compile seconds of the {len(common)} units both built",
-        }
+    res.update(_per_unit(ours_units, up_units))
+    common = res["common_units"]
     jobs = int(upstream.get("jobs") or ours.get("jobs") or 1)
-    same = None
-    if upstream.get("mode") == "units" and upstream.get("state") == "done" and not upstream.get("units_missing"):
-        same = {
-            "upstream_s": upstream.get("wall_s"),
-            "basis": f"measured: ninja -j {jobs} on upstream's build.ninja, only the common units' objects "
-            "(upstream's own compile commands; no link)",
-        }
-    elif common and set(ours_units) <= set(up_units):
-        order = [u for u in upstream.get("start_order", []) if u in ours_units]
-        same = {
-            "upstream_s": round(simulate_schedule([up_units[u] for u in order], jobs), 1),
-            "basis": f"estimate: replay of upstream's full-build .ninja_log, the {len(order)} common units in "
-            f"the order its ninja started them, upstream's durations, {jobs} slots (no link)",
-        }
+    same = _same_units_upstream(upstream, ours_units, up_units, common, jobs)
     if same and wall and same["upstream_s"]:
-        same["ours_s"] = wall
-        same["ratio"] = round(wall / same["upstream_s"], 3)
-        same["ours_basis"] = "our cmake --build wall time (all compiles, binding and dispatch included, and the link)"
-        compiles = [r for r in ours.get("edges") or [] if r["kind"] != "other"]
-        if compiles:  # for reference: our compile phase alone, as upstream's figure has no link
-            span = max(r["end_s"] for r in compiles) - min(r["start_s"] for r in compiles)
-            same["ours_compile_span_s"] = round(span, 1)
-            same["ratio_compile_span"] = round(span / same["upstream_s"], 3)
-        res["same_units"] = same
+        res["same_units"] = same = _with_our_side(same, ours, wall)
         res["targets"].append(
             {
                 "target": "build wall <= 0.8 x upstream setup.py for the same units",
@@ -1051,116 +1112,118 @@ def _mib_to_gib(v: float | None) -> str:
     return "-" if v is None else f"{v / 1024:.2f}"
 
 
-def render_markdown(record: dict) -> str:
-    ours = record.get("ours") or {}
-    up = record.get("upstream")
-    cmp_ = record.get("comparison") or {}
+def _our_summary_rows(ours: dict, a: dict) -> list[list]:
+    """Rows of the "what / seconds" table of our build: phases, compile totals, bounds, memory, size."""
+    rows = [
+        ["configure", bc.fmt(ours.get("configure_s"), 1)],
+        ["build (cmake --build)", bc.fmt(ours.get("build_s"), 1)],
+        ["total", bc.fmt(ours.get("total_s"), 1)],
+        ["sum of compile seconds", bc.fmt(a.get("sum_compile_s"), 1)],
+        ["longest compile", bc.fmt(a.get("longest_compile_s"), 1)],
+        [f"lower bound: max(longest, sum / {a.get('jobs')})", bc.fmt(a.get("lower_bound_s"), 1)],
+        ["critical path", bc.fmt(a.get("critical_path_s"), 1)],
+        ["peak RSS of one compile (GiB)", _mib_to_gib(a.get("peak_rss_mib_max"))],
+        ["peak system memory in use (GiB)", bc.fmt(ours.get("system_memory_used_peak_gib"), 1)],
+    ]
+    if ours.get("library"):
+        rows.append(["shared object (MiB)", bc.fmt(ours["library"]["bytes"] / 2**20, 1)])
+    return rows
+
+
+def _edges_table(ours: dict, up: dict | None) -> str:
+    """Our compile edges, slowest first, beside upstream's seconds and peak memory for the same unit."""
+    up_units = (up or {}).get("unit_seconds") or {}
+    up_mem = {r["unit"]: r["peak_rss_mib"] for r in (up or {}).get("edges", []) if r.get("unit")}
+    body = []
+    for r in sorted(ours.get("edges") or [], key=lambda r: -r["seconds"]):
+        label = r["unit"] or os.path.basename(r["output"])
+        if r["unit"] and r["output"].endswith(("_align.cu.o", "_align.cu.obj")):
+            label += " (align)"
+        u = up_units.get(r["unit"]) if r["unit"] else None
+        body.append(
+            [
+                label,
+                r["kind"],
+                bc.fmt(r["seconds"], 1),
+                _mib_to_gib(r["peak_rss_mib"]),
+                bc.fmt(r["cpu_s"], 1),
+                bc.fmt(u, 1),
+                _mib_to_gib(up_mem.get(r["unit"])) if r["unit"] else "-",
+                bc.fmt(r["seconds"] / u, 2, "x") if u else "-",
+            ]
+        )
+    headers = ["edge", "kind", "seconds", "peak RSS GiB", "CPU s", "upstream s", "upstream peak GiB", "ours / upstream"]
+    return bc.md_table(headers, body, "llrrrrrr")
+
+
+def _render_ours(ours: dict, up: dict | None) -> str:
+    """The "Our build" section's body: settings, the summary table, the critical path and the edges."""
     a = ours.get("analysis") or {}
-    parts = ["# flash_attn build benchmark\n\n", machine.markdown(record["machine"]), "\n## Our build\n\n"]
-    if ours:
+    parts = [
+        f"- kernel set `{ours.get('kernel_set')}` ({len(ours.get('units_expected') or [])} units), "
+        f"archs {';'.join(ours.get('archs') or [])}, {ours.get('jobs')} jobs, nvcc {ours.get('nvcc')}\n"
+        f"- state: {ours.get('state')}{(': ' + ours['error']) if ours.get('error') else ''}\n"
+        f"- `{ours.get('configure_command')}`\n- `{ours.get('build_command')}`\n\n"
+    ]
+    parts.append(bc.md_table(["what", "seconds (unless stated)"], _our_summary_rows(ours, a), "lr"))
+    if a.get("critical_path"):
         parts.append(
-            f"- kernel set `{ours.get('kernel_set')}` ({len(ours.get('units_expected') or [])} units), "
-            f"archs {';'.join(ours.get('archs') or [])}, {ours.get('jobs')} jobs, nvcc {ours.get('nvcc')}\n"
-            f"- state: {ours.get('state')}{(': ' + ours['error']) if ours.get('error') else ''}\n"
-            f"- `{ours.get('configure_command')}`\n- `{ours.get('build_command')}`\n\n"
+            f"\nCritical path ({a.get('critical_path_basis')}): "
+            + " -> ".join(f"`{os.path.basename(n)}`" for n in a["critical_path"])
+            + "\n"
         )
-        rows = [
-            ["configure", bc.fmt(ours.get("configure_s"), 1)],
-            ["build (cmake --build)", bc.fmt(ours.get("build_s"), 1)],
-            ["total", bc.fmt(ours.get("total_s"), 1)],
-            ["sum of compile seconds", bc.fmt(a.get("sum_compile_s"), 1)],
-            ["longest compile", bc.fmt(a.get("longest_compile_s"), 1)],
-            [f"lower bound: max(longest, sum / {a.get('jobs')})", bc.fmt(a.get("lower_bound_s"), 1)],
-            ["critical path", bc.fmt(a.get("critical_path_s"), 1)],
-            ["peak RSS of one compile (GiB)", _mib_to_gib(a.get("peak_rss_mib_max"))],
-            ["peak system memory in use (GiB)", bc.fmt(ours.get("system_memory_used_peak_gib"), 1)],
-        ]
-        if ours.get("library"):
-            rows.append(["shared object (MiB)", bc.fmt(ours["library"]["bytes"] / 2**20, 1)])
-        parts.append(bc.md_table(["what", "seconds (unless stated)"], rows, "lr"))
-        if a.get("critical_path"):
-            parts.append(
-                f"\nCritical path ({a.get('critical_path_basis')}): "
-                + " -> ".join(f"`{os.path.basename(n)}`" for n in a["critical_path"])
-                + "\n"
-            )
-        up_units = (up or {}).get("unit_seconds") or {}
-        up_mem = {r["unit"]: r["peak_rss_mib"] for r in (up or {}).get("edges", []) if r.get("unit")}
-        body = []
-        for r in sorted(ours.get("edges") or [], key=lambda r: -r["seconds"]):
-            label = r["unit"] or os.path.basename(r["output"])
-            if r["unit"] and r["output"].endswith(("_align.cu.o", "_align.cu.obj")):
-                label += " (align)"
-            u = up_units.get(r["unit"]) if r["unit"] else None
-            body.append(
-                [
-                    label,
-                    r["kind"],
-                    bc.fmt(r["seconds"], 1),
-                    _mib_to_gib(r["peak_rss_mib"]),
-                    bc.fmt(r["cpu_s"], 1),
-                    bc.fmt(u, 1),
-                    _mib_to_gib(up_mem.get(r["unit"])) if r["unit"] else "-",
-                    bc.fmt(r["seconds"] / u, 2, "x") if u else "-",
-                ]
-            )
-        parts.append("\n### Edges (slowest first)\n\n")
-        parts.append(
-            bc.md_table(
-                [
-                    "edge",
-                    "kind",
-                    "seconds",
-                    "peak RSS GiB",
-                    "CPU s",
-                    "upstream s",
-                    "upstream peak GiB",
-                    "ours / upstream",
-                ],
-                body,
-                "llrrrrrr",
-            )
-        )
-    parts.append("\n## Upstream setup.py\n\n")
+    parts.append("\n### Edges (slowest first)\n\n")
+    parts.append(_edges_table(ours, up))
+    return "".join(parts)
+
+
+def _render_upstream(up: dict | None) -> str:
+    """The "Upstream setup.py" section's body: folder, mode, state, wall time, commands, environment."""
     if not up:
-        parts.append(
-            "Not measured in this run (use --upstream DIR, or --upstream-background DIR then --collect DIR).\n"
+        return "Not measured in this run (use --upstream DIR, or --upstream-background DIR then --collect DIR).\n"
+    parts = [
+        f"- folder `{up.get('dir')}`, mode `{up.get('mode')}`, state **{up.get('state')}**"
+        f"{(': ' + up['error']) if up.get('error') else ''}\n"
+        f"- wall {bc.fmt(up.get('wall_s'), 1)} s; {len(up.get('unit_seconds') or {})} units in "
+        f"`{up.get('ninja_log')}`\n"
+    ]
+    if up.get("command"):
+        parts.append(f"- `{up['command']}`\n")
+    if up.get("ninja_command"):
+        parts.append(f"- `{up['ninja_command']}`\n")
+    for k, v in (up.get("env") or {}).items():
+        parts.append(f"- {k}={v}\n")
+    if up.get("log_tail") and up.get("state") != "done":
+        parts.append("\n```\n" + up["log_tail"] + "\n```\n")
+    return "".join(parts)
+
+
+def _render_same_units(s: dict) -> str:
+    """The same-units line(s) of the comparison: the ratio and its basis, or why there is none."""
+    if s.get("ratio") is None:
+        return f"- same units: {s['basis']}\n"
+    text = (
+        f"- same units: ours {s['ours_s']} s vs upstream {s['upstream_s']} s = {s['ratio']}x; "
+        f"upstream: {s['basis']}; ours: {s['ours_basis']}\n"
+    )
+    if s.get("ours_compile_span_s") is not None:
+        text += (
+            f"- same units, our compile phase only (first compile start to last compile end, no "
+            f"link): {s['ours_compile_span_s']} s = {s['ratio_compile_span']}x upstream\n"
         )
-    else:
-        parts.append(
-            f"- folder `{up.get('dir')}`, mode `{up.get('mode')}`, state **{up.get('state')}**"
-            f"{(': ' + up['error']) if up.get('error') else ''}\n"
-            f"- wall {bc.fmt(up.get('wall_s'), 1)} s; {len(up.get('unit_seconds') or {})} units in "
-            f"`{up.get('ninja_log')}`\n"
-        )
-        if up.get("command"):
-            parts.append(f"- `{up['command']}`\n")
-        if up.get("ninja_command"):
-            parts.append(f"- `{up['ninja_command']}`\n")
-        for k, v in (up.get("env") or {}).items():
-            parts.append(f"- {k}={v}\n")
-        if up.get("log_tail") and up.get("state") != "done":
-            parts.append("\n```\n" + up["log_tail"] + "\n```\n")
-    parts.append("\n## Comparison\n\n")
+    return text
+
+
+def _render_comparison(cmp_: dict) -> str:
+    """The "Comparison" section's body and, when there are any, the targets table."""
+    parts = []
     if cmp_.get("per_unit_sum"):
         s = cmp_["per_unit_sum"]
         parts.append(
             f"- per unit: ours {s['ours_s']} s vs upstream {s['upstream_s']} s = {s['ratio']}x ({s['basis']})\n"
         )
     if cmp_.get("same_units"):
-        s = cmp_["same_units"]
-        if s.get("ratio") is not None:
-            parts.append(
-                f"- same units: ours {s['ours_s']} s vs upstream {s['upstream_s']} s = {s['ratio']}x; "
-                f"upstream: {s['basis']}; ours: {s['ours_basis']}\n"
-            )
-            if s.get("ours_compile_span_s") is not None:
-                parts.append(
-                    f"- same units, our compile phase only (first compile start to last compile end, no "
-                    f"link): {s['ours_compile_span_s']} s = {s['ratio_compile_span']}x upstream\n"
-                )
-        else:
-            parts.append(f"- same units: {s['basis']}\n")
+        parts.append(_render_same_units(cmp_["same_units"]))
     if cmp_.get("full_builds"):
         f = cmp_["full_builds"]
         parts.append(
@@ -1183,6 +1246,19 @@ def render_markdown(record: dict) -> str:
     return "".join(parts)
 
 
+def render_markdown(record: dict) -> str:
+    """build.md: the machine, our build, upstream's build and the comparison with its targets."""
+    ours = record.get("ours") or {}
+    parts = ["# flash_attn build benchmark\n\n", machine.markdown(record["machine"]), "\n## Our build\n\n"]
+    if ours:
+        parts.append(_render_ours(ours, record.get("upstream")))
+    parts.append("\n## Upstream setup.py\n\n")
+    parts.append(_render_upstream(record.get("upstream")))
+    parts.append("\n## Comparison\n\n")
+    parts.append(_render_comparison(record.get("comparison") or {}))
+    return "".join(parts)
+
+
 def write_report(out: Path, ours: dict, upstream: dict | None) -> dict:
     record = {
         "benchmark": "build",
@@ -1191,8 +1267,7 @@ def write_report(out: Path, ours: dict, upstream: dict | None) -> dict:
         "upstream": upstream,
         "comparison": compare(ours, upstream),
     }
-    json_path, md_path = bc.write_results(out, "build", record, render_markdown(record))
-    print(f"build.py: wrote {json_path} and {md_path}", file=sys.stderr)
+    bc.write_and_announce(out, "build", record, render_markdown(record), "build.py")
     return record
 
 
@@ -1200,9 +1275,7 @@ def write_report(out: Path, ours: dict, upstream: dict | None) -> dict:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = bc.script_parser(__doc__)
     p.add_argument("--out", type=Path, help="result folder (build.json, build.md, logs, ours-build/)")
     p.add_argument("--sdist", help="flash_attn-<pin>.tar.gz (default: $FLASH_ATTN_SDIST, <repo>/.sdist, the cache)")
     p.add_argument("--archs", default="90", help="SM list, e.g. 90 or 80;90 (default 90)")
@@ -1274,7 +1347,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _no_sdist(version: str) -> int:
+    """Say that the pinned sdist was not found and how to give it; the exit status 2."""
+    print(f"build.py: no flash_attn-{version}.tar.gz found; pass --sdist PATH", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line (module doc); 0 when our build (or the part asked for) succeeded."""
     args = _parse(argv)
     if args.upstream_run:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -1284,15 +1364,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.sharded:
         sdist = find_sdist(args.sdist, version)
         if sdist is None and args.only != "report" and os.environ.get(build_sharded.FAKE_ENV) != "1":
-            print(f"build.py: no flash_attn-{version}.tar.gz found; pass --sdist PATH", file=sys.stderr)
-            return 2
+            return _no_sdist(version)
         return build_sharded.main(args.out.resolve(), args.sharded, args.only, args.kernel_set, args.archs, sdist)
     nvcc = find_nvcc(args.nvcc)
     need_sdist = not args.reuse_ours or args.upstream or args.upstream_background
     sdist = find_sdist(args.sdist, version)
     if need_sdist and sdist is None:
-        print(f"build.py: no flash_attn-{version}.tar.gz found; pass --sdist PATH", file=sys.stderr)
-        return 2
+        return _no_sdist(version)
     if args.upstream_background:
         updir = args.upstream_background.resolve()
         prepare_upstream_dir(updir, upstream_request(args, sdist, nvcc))
@@ -1303,8 +1381,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 0
-    out = args.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = bc.result_dir(args.out)
     if args.reuse_ours:
         try:
             ours = json.loads((out / "build.json").read_text(encoding="utf-8"))["ours"]

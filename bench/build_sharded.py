@@ -170,13 +170,6 @@ def run_one(name: str, cmd: list[str], logs: Path, env: dict) -> dict:
     return run_parallel({name: cmd}, logs, env)[name]
 
 
-def _tail(log: str, lines: int = 20) -> str:
-    try:
-        return "\n".join(Path(log).read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
 def _summary(root: Path) -> dict | None:
     """The release build summary (flash_attn_build_summary.json) of the one build folder under root."""
     found = sorted(root.glob("*/flash_attn_build_summary.json"))
@@ -225,20 +218,20 @@ def run_sharded(out: Path, n: int, m: int, kernel_set: str, archs: list[str], sd
     rec["predicted_shard_phase_seconds"] = max(r["predicted_seconds"] for r in model)
     failed = [k for k, r in res.items() if r["rc"] != 0]
     if failed:
-        return dict(rec, state="failed", failed_step=failed[0], log_tail=_tail(res[failed[0]]["log"]))
+        return dict(rec, state="failed", failed_step=failed[0], log_tail=bc.log_tail(res[failed[0]]["log"], 20))
     shard_dirs = sorted(p for p in archives.glob("kernels-*-shard*") if p.is_dir())
     g = run_one("gather", wrap(gather_command(py, shard_dirs, base / "gathered")), logs, env)
     rec["gather_seconds"] = g["seconds"]
     gathered = _one_dir(base / "gathered", "kernels-*")
     if g["rc"] != 0 or gathered is None:
-        return dict(rec, state="failed", failed_step="gather", log_tail=_tail(g["log"]))
+        return dict(rec, state="failed", failed_step="gather", log_tail=bc.log_tail(g["log"], 20))
     link = wrap(wheel_command(py, n * m, kernel_set, archs, sdist, base / "link-root", base / "dist", gathered))
     lk = run_one("link", link, logs, env)
     rec["link_seconds"] = lk["seconds"]
     rec["link_summary"] = _summary(base / "link-root")
     wheels = sorted((base / "dist").glob("flash_attn-*.whl"))
     if lk["rc"] != 0 or not wheels:
-        return dict(rec, state="failed", failed_step="link", log_tail=_tail(lk["log"]))
+        return dict(rec, state="failed", failed_step="link", log_tail=bc.log_tail(lk["log"], 20))
     dest = out / WHEEL_DIR
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
@@ -268,7 +261,7 @@ def run_unsharded(out: Path, n: int, m: int, kernel_set: str, archs: list[str], 
     rec.update(wall_seconds=r["seconds"], predicted_kernels_seconds=round(predicted, 1), log=r["log"])
     rec["kernels_summary"] = _summary(base / "root")
     if r["rc"] != 0 or not list((base / "dist").glob("flash_attn-*.whl")):
-        return dict(rec, state="failed", failed_step="unsharded", log_tail=_tail(r["log"]))
+        return dict(rec, state="failed", failed_step="unsharded", log_tail=bc.log_tail(r["log"], 20))
     return dict(rec, state="done")
 
 

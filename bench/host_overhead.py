@@ -93,13 +93,120 @@ def _raw_ops(torch):
         return None
 
 
+@dataclass(frozen=True)
+class _Kit:
+    """What building the timed calls of every case needs: torch, the functions and the input maker."""
+
+    torch: object
+    device: str
+    label: str
+    flash_attn: object  # the module, or None when only SDPA is timed
+    ops: object  # torch.ops.flash_attn, or None
+    sdpa: object  # torch.nn.functional.scaled_dot_product_attention
+    sdpa_contexts: dict  # SDPA name -> sdpa_kernel context factory (empty without baselines)
+    randn: object  # randn(*shape): a fresh input tensor of the run's dtype on the device
+
+
+def _dense_calls(kit: _Kit, c: DenseCase) -> list:
+    """The timed calls of one dense case: the API and raw fwd/varlen_fwd, then SDPA, on one set of inputs."""
+    torch, label, null, sdpa = kit.torch, kit.label, contextlib.nullcontext, kit.sdpa
+    flash_attn, ops = kit.flash_attn, kit.ops
+    out = []
+    q, k, v = (kit.randn(c.batch, c.seqlen, c.heads, c.head_dim) for _ in range(3))
+    scale = c.head_dim**-0.5
+    packed = [x.reshape(c.batch * c.seqlen, c.heads, c.head_dim) for x in (q, k, v)]
+    cu = torch.arange(0, c.batch + 1, device=kit.device, dtype=torch.int32) * c.seqlen
+    if flash_attn is not None:
+        out.append(
+            (
+                c.name,
+                "flash_attn_func",
+                f"api[{label}]",
+                lambda q=q, k=k, v=v, c=c: flash_attn.flash_attn_func(q, k, v, causal=c.causal),
+                null,
+            )
+        )
+        out.append(
+            (
+                c.name,
+                "flash_attn_varlen_func",
+                f"api[{label}]",
+                lambda p=packed, cu=cu, c=c: flash_attn.flash_attn_varlen_func(
+                    *p, cu, cu, c.seqlen, c.seqlen, causal=c.causal
+                ),
+                null,
+            )
+        )
+    if ops is not None:
+        fwd_args = (q, k, v, None, 0.0, scale, c.causal, -1, -1, 0.0, False, None)
+        varlen_args = (*packed, cu, cu, None, None, None, None, c.seqlen, c.seqlen, 0.0, scale, False, c.causal)
+        varlen_args += (-1, -1, 0.0, False, None)
+        out.append((c.name, "flash_attn_func", f"raw[{label}]", lambda op=ops.fwd.default, a=fwd_args: op(*a), null))
+        out.append(
+            (
+                c.name,
+                "flash_attn_varlen_func",
+                f"raw[{label}]",
+                lambda op=ops.varlen_fwd.default, a=varlen_args: op(*a),
+                null,
+            )
+        )
+    views = [x.transpose(1, 2) for x in (q, k, v)]
+    for name, context in kit.sdpa_contexts.items():
+        out.append((c.name, "sdpa", name, lambda t=views, c=c: sdpa(*t, is_causal=c.causal), context))
+    return out
+
+
+def _decode_calls(kit: _Kit, c: DecodeCase) -> list:
+    """The timed calls of one decode case: the API and raw fwd_kvcache, then SDPA with GQA over the cache."""
+    torch, label, null, sdpa, randn = kit.torch, kit.label, contextlib.nullcontext, kit.sdpa, kit.randn
+    flash_attn, ops = kit.flash_attn, kit.ops
+    out = []
+    q = randn(c.batch, 1, c.heads, c.head_dim)
+    k_cache, v_cache = (randn(c.batch, c.cache, c.kv_heads, c.head_dim) for _ in range(2))
+    new = (
+        (randn(c.batch, 1, c.kv_heads, c.head_dim), randn(c.batch, 1, c.kv_heads, c.head_dim))
+        if c.append
+        else (None, None)
+    )
+    seqlens = torch.full((c.batch,), c.cache // 2, device=kit.device, dtype=torch.int32)
+    if flash_attn is not None:
+        out.append(
+            (
+                c.name,
+                "flash_attn_with_kvcache",
+                f"api[{label}]",
+                lambda q=q, kc=k_cache, vc=v_cache, n=new, s=seqlens: flash_attn.flash_attn_with_kvcache(
+                    q, kc, vc, *n, cache_seqlens=s
+                ),
+                null,
+            )
+        )
+    if ops is not None:
+        args = (q, k_cache, v_cache, *new, seqlens, None, None, None, None, None, None)
+        args += (c.head_dim**-0.5, False, -1, -1, 0.0, True, 0)
+        out.append(
+            (
+                c.name,
+                "flash_attn_with_kvcache",
+                f"raw[{label}]",
+                lambda op=ops.fwd_kvcache.default, a=args: op(*a),
+                null,
+            )
+        )
+    views = (q.transpose(1, 2), k_cache.transpose(1, 2), v_cache.transpose(1, 2))
+    for name, context in kit.sdpa_contexts.items():
+        out.append((c.name, "sdpa", name, lambda t=views: sdpa(*t, enable_gqa=True), context))
+    return out
+
+
 def calls_for(torch, device: str, label: str, flash_attn, with_baselines: bool, tiny: bool, generator) -> list:
     """``(case, function, impl, callable, context)`` for every timed call; impl is ``api[label]``,
-    ``raw[label]`` or an SDPA name (SDPA only ``with_baselines``)."""
+    ``raw[label]`` or an SDPA name (SDPA only ``with_baselines``). Inputs are drawn from ``generator``
+    case by case, dense cases first."""
     dense, decode = cases(tiny)
     dtype = torch.float16 if device == "cuda" else torch.bfloat16
     ops = _raw_ops(torch) if flash_attn is not None else None
-    null = contextlib.nullcontext
     sdpa_contexts = {}
     if with_baselines:
         from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -110,88 +217,12 @@ def calls_for(torch, device: str, label: str, flash_attn, with_baselines: bool, 
     def randn(*shape):
         return torch.randn(*shape, device=device, dtype=dtype, generator=generator)
 
+    kit = _Kit(torch, device, label, flash_attn, ops, sdpa, sdpa_contexts, randn)
     out = []
     for c in dense:
-        q, k, v = (randn(c.batch, c.seqlen, c.heads, c.head_dim) for _ in range(3))
-        scale = c.head_dim**-0.5
-        packed = [x.reshape(c.batch * c.seqlen, c.heads, c.head_dim) for x in (q, k, v)]
-        cu = torch.arange(0, c.batch + 1, device=device, dtype=torch.int32) * c.seqlen
-        if flash_attn is not None:
-            out.append(
-                (
-                    c.name,
-                    "flash_attn_func",
-                    f"api[{label}]",
-                    lambda q=q, k=k, v=v, c=c: flash_attn.flash_attn_func(q, k, v, causal=c.causal),
-                    null,
-                )
-            )
-            out.append(
-                (
-                    c.name,
-                    "flash_attn_varlen_func",
-                    f"api[{label}]",
-                    lambda p=packed, cu=cu, c=c: flash_attn.flash_attn_varlen_func(
-                        *p, cu, cu, c.seqlen, c.seqlen, causal=c.causal
-                    ),
-                    null,
-                )
-            )
-        if ops is not None:
-            fwd_args = (q, k, v, None, 0.0, scale, c.causal, -1, -1, 0.0, False, None)
-            varlen_args = (*packed, cu, cu, None, None, None, None, c.seqlen, c.seqlen, 0.0, scale, False, c.causal)
-            varlen_args += (-1, -1, 0.0, False, None)
-            out.append(
-                (c.name, "flash_attn_func", f"raw[{label}]", lambda op=ops.fwd.default, a=fwd_args: op(*a), null)
-            )
-            out.append(
-                (
-                    c.name,
-                    "flash_attn_varlen_func",
-                    f"raw[{label}]",
-                    lambda op=ops.varlen_fwd.default, a=varlen_args: op(*a),
-                    null,
-                )
-            )
-        views = [x.transpose(1, 2) for x in (q, k, v)]
-        for name, context in sdpa_contexts.items():
-            out.append((c.name, "sdpa", name, lambda t=views, c=c: sdpa(*t, is_causal=c.causal), context))
+        out += _dense_calls(kit, c)
     for c in decode:
-        q = randn(c.batch, 1, c.heads, c.head_dim)
-        k_cache, v_cache = (randn(c.batch, c.cache, c.kv_heads, c.head_dim) for _ in range(2))
-        new = (
-            (randn(c.batch, 1, c.kv_heads, c.head_dim), randn(c.batch, 1, c.kv_heads, c.head_dim))
-            if c.append
-            else (None, None)
-        )
-        seqlens = torch.full((c.batch,), c.cache // 2, device=device, dtype=torch.int32)
-        if flash_attn is not None:
-            out.append(
-                (
-                    c.name,
-                    "flash_attn_with_kvcache",
-                    f"api[{label}]",
-                    lambda q=q, kc=k_cache, vc=v_cache, n=new, s=seqlens: flash_attn.flash_attn_with_kvcache(
-                        q, kc, vc, *n, cache_seqlens=s
-                    ),
-                    null,
-                )
-            )
-        if ops is not None:
-            args = (q, k_cache, v_cache, *new, seqlens, None, None, None, None, None, None)
-            args += (c.head_dim**-0.5, False, -1, -1, 0.0, True, 0)
-            out.append(
-                (
-                    c.name,
-                    "flash_attn_with_kvcache",
-                    f"raw[{label}]",
-                    lambda op=ops.fwd_kvcache.default, a=args: op(*a),
-                    null,
-                )
-            )
-        views = (q.transpose(1, 2), k_cache.transpose(1, 2), v_cache.transpose(1, 2))
-        for name, context in sdpa_contexts.items():
-            out.append((c.name, "sdpa", name, lambda t=views: sdpa(*t, enable_gqa=True), context))
+        out += _decode_calls(kit, c)
     return out
 
 

@@ -150,67 +150,56 @@ def classify_error(exc: BaseException) -> str:
 # -- worker (runs on the GPU) --------------------------------------------------------------------
 
 
-def _worker(args: argparse.Namespace) -> int:
-    if args.lib:
-        os.environ[bc.LIBRARY_ENV] = str(Path(args.lib).resolve())  # the checkout is on PYTHONPATH (BuildTarget.env)
-    import torch
+def _device_record(torch, on_gpu: bool) -> dict:
+    """The worker's device as the result file names it: the GPU's name, capability and SM count."""
+    if not on_gpu:  # --device cpu: only the tests use it, to run this loop without a GPU
+        return {"name": "cpu", "torch": torch.__version__}
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return {
+        "name": props.name,
+        "capability": f"{props.major}.{props.minor}",
+        "multiprocessors": props.multi_processor_count,
+        "torch": torch.__version__,
+    }
 
-    result: dict = {"label": args.label, "flash_attn": None, "device": None, "cases": []}
-    result_path = Path(args.result)
 
-    def save() -> None:
-        result_path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+def _import_ours(label: str, result: dict):
+    """The flash_attn module this worker times, or None (the reason recorded in ``result["error"]``)."""
+    try:
+        import flash_attn
+        from flash_attn import _loader
 
-    on_gpu = args.device == "cuda"
-    if on_gpu and not torch.cuda.is_available():
-        result["error"] = "torch.cuda.is_available() is False: this benchmark needs a CUDA GPU"
-        save()
-        print(result["error"], file=sys.stderr)
-        return 2
-    if on_gpu:
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        result["device"] = {
-            "name": props.name,
-            "capability": f"{props.major}.{props.minor}",
-            "multiprocessors": props.multi_processor_count,
-            "torch": torch.__version__,
-        }
-    else:  # --device cpu: only the tests use it, to run this loop without a GPU
-        result["device"] = {"name": "cpu", "torch": torch.__version__}
+        _loader.require_library()  # a missing or unusable library: say so once, not per case
+    except Exception as exc:
+        result["error"] = f"flash_attn is not usable: {type(exc).__name__}: {exc}"
+        print(f"[{label}] {result['error']}", file=sys.stderr)
+        return None  # the SDPA baselines of this worker still run
+    return flash_attn
 
-    def sync() -> None:
-        if on_gpu:
-            torch.cuda.synchronize()
 
+def _ours_record(flash_attn) -> dict:
+    """Version, file, library and build info (kernel list as its length) of the flash_attn timed."""
+    info = flash_attn.build_info() or {}
+    kernels = info.pop("kernels", None)
+    if kernels is not None:
+        info["kernel_units"] = len(kernels)
+    return {
+        "version": flash_attn.__version__,
+        "file": flash_attn.__file__,
+        "library": os.environ.get(bc.LIBRARY_ENV),
+        "build_info": info,
+    }
+
+
+def _implementations(args: argparse.Namespace, flash_attn) -> dict:
+    """{name: (fn(q, k, v, causal), context factory)}: this build's flash_attn_func, then the SDPA backends."""
     impls: dict = {}
-    flash_attn = None
-    if not args.no_ours:
-        try:
-            import flash_attn
-            from flash_attn import _loader
-
-            _loader.require_library()  # a missing or unusable library: say so once, not per case
-        except Exception as exc:
-            result["error"] = f"flash_attn is not usable: {type(exc).__name__}: {exc}"
-            print(f"[{args.label}] {result['error']}", file=sys.stderr)
-            flash_attn = None  # the SDPA baselines of this worker still run
     if flash_attn is not None:
-        info = flash_attn.build_info() or {}
-        kernels = info.pop("kernels", None)
-        if kernels is not None:
-            info["kernel_units"] = len(kernels)
-        result["flash_attn"] = {
-            "version": flash_attn.__version__,
-            "file": flash_attn.__file__,
-            "library": os.environ.get(bc.LIBRARY_ENV),
-            "build_info": info,
-        }
 
         def ours(q, k, v, causal):
             return flash_attn.flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=causal)
 
         impls[f"flash_attn[{args.label}]"] = (ours, contextlib.nullcontext)
-
     if args.with_baselines:
         from torch.nn.attention import SDPBackend, sdpa_kernel
         from torch.nn.functional import scaled_dot_product_attention as sdpa
@@ -221,22 +210,87 @@ def _worker(args: argparse.Namespace) -> int:
         # The backend restriction is entered once around a whole case, not per call.
         for name, member in BASELINES.items():
             impls[name] = (run_sdpa, functools.partial(sdpa_kernel, [getattr(SDPBackend, member)]))
+    return impls
 
-    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
-    shapes = SHAPE_SETS[args.shapes]()
-    gen = torch.Generator(device=args.device)
 
-    def timed(fn) -> tuple[list[float], int]:
+def _make_call(torch, fn, mode: str, tensors: tuple, causal: bool):
+    """A no-argument call of ``fn`` for ``mode``: the forward, or the forward and the gradients of q, k, v."""
+    if mode == "fwd":
+        q, k, v, _ = tensors
+
+        def call():
+            return fn(q, k, v, causal)
+    else:
+        q, k, v, dout = tensors
+
+        def call():
+            out = fn(q, k, v, causal)
+            return torch.autograd.grad(out, (q, k, v), dout)
+
+    return call
+
+
+def _failed_shape(shape: Shape, impls: dict, exc: BaseException) -> list[dict]:
+    """The cases of a shape whose inputs could not be made (OOM on a small GPU): every one failed."""
+    return [
+        {"shape": asdict(shape), "mode": mode, "impl": name, "status": classify_error(exc), "message": str(exc)[:300]}
+        for mode in MODES
+        for name in impls
+    ]
+
+
+def _check_against_sdpa(cases: list[dict], outputs: dict) -> None:
+    """Sanity check of what was timed: each forward output's max abs difference to the first SDPA baseline's."""
+    reference = next((outputs[b] for b in BASELINES if b in outputs), None)
+    if reference is None:
+        return
+    for case in cases:
+        if case["mode"] == "fwd" and case.get("status") == "ok" and case["impl"] in outputs:
+            diff = float((outputs[case["impl"]].float() - reference.float()).abs().max())
+            # NaN/inf in an output must stay visible (strict JSON would write it as null)
+            case["max_abs_diff_vs_sdpa"] = round(diff, 5) if math.isfinite(diff) else "non-finite"
+
+
+class _Worker:
+    """One worker process: torch, the implementations it times and its result file (``--result``)."""
+
+    def __init__(self, args: argparse.Namespace, torch) -> None:
+        self.args = args
+        self.torch = torch
+        self.on_gpu = args.device == "cuda"
+        self.result: dict = {"label": args.label, "flash_attn": None, "device": None, "cases": []}
+        self.result_path = Path(args.result)
+        self.flash_attn = None
+        self.impls: dict = {}
+
+    def save(self) -> None:
+        """Rewrite the result file with everything measured so far (the parent reads it after a crash too)."""
+        self.result_path.write_text(json.dumps(self.result, indent=1) + "\n", encoding="utf-8")
+
+    def sync(self) -> None:
+        """Wait for the GPU's queued work (nothing on the CPU)."""
+        if self.on_gpu:
+            self.torch.cuda.synchronize()
+
+    def fail_case(self, case: dict, exc: BaseException) -> None:
+        """Record ``exc`` as the case's status and message; the GPU is synchronised, errors of that ignored."""
+        case.update(status=classify_error(exc), message=f"{type(exc).__name__}: {str(exc)[:300]}")
+        with contextlib.suppress(Exception):
+            self.sync()
+
+    def timed(self, fn) -> tuple[list[float], int]:
+        """Per-call times (ms) of ``fn`` after the warm-up calls, and their count (:func:`choose_iters`)."""
+        args, torch = self.args, self.torch
         for _ in range(args.warmup):
             fn()
-        sync()
+        self.sync()
         t0 = time.perf_counter()
         for _ in range(2):
             fn()
-        sync()
+        self.sync()
         est_ms = (time.perf_counter() - t0) / 2 * 1000.0
         n = choose_iters(est_ms, args.min_iters, args.max_iters, args.target_s)
-        if not on_gpu:
+        if not self.on_gpu:
             times = []
             for _ in range(n):
                 t = time.perf_counter()
@@ -252,131 +306,139 @@ def _worker(args: argparse.Namespace) -> int:
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)], n
 
-    def make_call(fn, mode: str, tensors: tuple, causal: bool):
-        if mode == "fwd":
-            q, k, v, _ = tensors
+    def start_cases(self, shape: Shape, mode: str, tensors: tuple, cases: list[dict], outputs: dict) -> dict:
+        """One first call of every implementation: a case each in ``cases``; those that ran, as live entries."""
+        live: dict[str, dict] = {}
+        for name, (fn, context) in self.impls.items():
+            case = {"shape": asdict(shape), "mode": mode, "impl": name}
+            cases.append(case)
+            call = _make_call(self.torch, fn, mode, tensors, shape.causal)
+            try:
+                with context():
+                    first = call()
+                    if mode == "fwd":
+                        outputs[name] = first
+                    del first
+            except Exception as exc:
+                self.fail_case(case, exc)
+                continue
+            live[name] = {"case": case, "call": call, "context": context, "times": [], "n": 0}
+        return live
 
-            def call():
-                return fn(q, k, v, causal)
-        else:
-            q, k, v, dout = tensors
+    def time_rounds(self, live: dict) -> None:
+        """Every live implementation timed once per round, in turn; one that raises leaves ``live``."""
+        # Every implementation is timed in each of args.rounds rounds, in turn (ours, SDPA flash, ...,
+        # ours, ...), and the rounds' calls are pooled: a drift of clocks or of the host during the
+        # run then reaches every implementation alike instead of the one that ran at that moment.
+        for _ in range(self.args.rounds):
+            for name, entry in list(live.items()):
+                try:
+                    with entry["context"]():
+                        times, n = self.timed(entry["call"])
+                except Exception as exc:
+                    self.fail_case(entry["case"], exc)
+                    del live[name]
+                    continue
+                entry["times"] += times
+                entry["n"] += n
 
-            def call():
-                out = fn(q, k, v, causal)
-                return torch.autograd.grad(out, (q, k, v), dout)
+    def finish_cases(self, live: dict, shape: Shape, mode: str) -> None:
+        """The timed cases' statistics, TFLOP/s and status ``ok``."""
+        args = self.args
+        for entry in live.values():
+            stats = bc.summarize(entry["times"])
+            flops = attention_flops(shape, mode, args.fwd_bwd_flop_factor)
+            rate = tflops(flops, stats["median"])  # None for a median of 0 ms (no timing resolution)
+            entry["case"].update(
+                status="ok",
+                timed_calls=entry["n"],
+                warmup_calls=args.warmup,
+                rounds=args.rounds,
+                ms=stats,
+                tflops=None if rate is None else round(rate, 1),
+                flops=flops,
+            )
 
-        return call
-
-    def run_shape(index: int, shape: Shape) -> list[dict]:
+    def run_shape(self, index: int, shape: Shape, gen) -> list[dict]:
+        """Every (mode, implementation) case of one shape, on fresh random inputs seeded by ``index``."""
+        torch, args = self.torch, self.args
         gen.manual_seed(args.seed + index)
         dims = (shape.batch, shape.seqlen, shape.heads, shape.head_dim)
-        dt = dtypes[shape.dtype]
-        cases: list[dict] = []
+        dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[shape.dtype]
         try:
             q, k, v, dout = (torch.randn(dims, device=args.device, dtype=dt, generator=gen) for _ in range(4))
         except Exception as exc:  # OOM on a small GPU
-            return [
-                {
-                    "shape": asdict(shape),
-                    "mode": mode,
-                    "impl": name,
-                    "status": classify_error(exc),
-                    "message": str(exc)[:300],
-                }
-                for mode in MODES
-                for name in impls
-            ]
+            return _failed_shape(shape, self.impls, exc)
         plain = (q, k, v, dout)
         grads = tuple(t.detach().clone().requires_grad_(True) for t in (q, k, v)) + (dout,)
+        cases: list[dict] = []
         outputs: dict = {}
         for mode in MODES:
-            # Every implementation is timed in each of args.rounds rounds, in turn (ours, SDPA flash, ...,
-            # ours, ...), and the rounds' calls are pooled: a drift of clocks or of the host during the
-            # run then reaches every implementation alike instead of the one that ran at that moment.
-            live: dict[str, dict] = {}
-            for name, (fn, context) in impls.items():
-                case = {"shape": asdict(shape), "mode": mode, "impl": name}
-                cases.append(case)
-                call = make_call(fn, mode, plain if mode == "fwd" else grads, shape.causal)
-                try:
-                    with context():
-                        first = call()
-                        if mode == "fwd":
-                            outputs[name] = first
-                        del first
-                except Exception as exc:
-                    case.update(status=classify_error(exc), message=f"{type(exc).__name__}: {str(exc)[:300]}")
-                    with contextlib.suppress(Exception):
-                        sync()
-                    continue
-                live[name] = {"case": case, "call": call, "context": context, "times": [], "n": 0}
-            for _ in range(args.rounds):
-                for name, entry in list(live.items()):
-                    try:
-                        with entry["context"]():
-                            times, n = timed(entry["call"])
-                    except Exception as exc:
-                        entry["case"].update(
-                            status=classify_error(exc), message=f"{type(exc).__name__}: {str(exc)[:300]}"
-                        )
-                        with contextlib.suppress(Exception):
-                            sync()
-                        del live[name]
-                        continue
-                    entry["times"] += times
-                    entry["n"] += n
-            for entry in live.values():
-                stats = bc.summarize(entry["times"])
-                flops = attention_flops(shape, mode, args.fwd_bwd_flop_factor)
-                rate = tflops(flops, stats["median"])  # None for a median of 0 ms (no timing resolution)
-                entry["case"].update(
-                    status="ok",
-                    timed_calls=entry["n"],
-                    warmup_calls=args.warmup,
-                    rounds=args.rounds,
-                    ms=stats,
-                    tflops=None if rate is None else round(rate, 1),
-                    flops=flops,
-                )
-        # Sanity check of what was timed: each forward output against the first SDPA baseline's.
-        reference = next((outputs[b] for b in BASELINES if b in outputs), None)
-        if reference is not None:
-            for case in cases:
-                if case["mode"] == "fwd" and case.get("status") == "ok" and case["impl"] in outputs:
-                    diff = float((outputs[case["impl"]].float() - reference.float()).abs().max())
-                    # NaN/inf in an output must stay visible (strict JSON would write it as null)
-                    case["max_abs_diff_vs_sdpa"] = round(diff, 5) if math.isfinite(diff) else "non-finite"
+            live = self.start_cases(shape, mode, plain if mode == "fwd" else grads, cases, outputs)
+            self.time_rounds(live)
+            self.finish_cases(live, shape, mode)
+        _check_against_sdpa(cases, outputs)
         return cases
 
-    if args.host_overhead:
-        result["host_overhead"] = host_overhead.run(
-            torch,
+    def run_host_overhead(self) -> None:
+        """The host-overhead rows (bench/host_overhead.py) into the result, one line each on stderr."""
+        args = self.args
+        self.result["host_overhead"] = host_overhead.run(
+            self.torch,
             args.device,
             args.label,
-            flash_attn,
+            self.flash_attn,
             args.with_baselines or args.host_baselines,
             args.shapes == "tiny",
             args.host_calls,
             args.host_repeats,
-            sync,
+            self.sync,
             classify_error,
             args.seed,
         )
-        save()
-        for r in result["host_overhead"]:
+        self.save()
+        for r in self.result["host_overhead"]:
             value = r["us"]["median"] if r.get("us") else r["status"]
             print(f"[{args.label}] host {r['case']} {r['function']} {r['impl']}: {value}", file=sys.stderr)
 
-    for index, shape in enumerate(shapes):
-        cases = run_shape(index, shape)
-        result["cases"].extend(cases)
-        save()
-        summary = ", ".join(
-            f"{c['mode']}:{c['impl']}={c['ms']['median'] if c.get('ms') else c['status']}" for c in cases
-        )
-        print(f"[{args.label}] {index + 1}/{len(shapes)} {shape.key}: {summary}", file=sys.stderr, flush=True)
-    save()
-    return 2 if result.get("error") else 0
+    def run_shapes(self) -> None:
+        """Every shape of ``--shapes`` in turn; the result file is rewritten and a line printed after each."""
+        args = self.args
+        shapes = SHAPE_SETS[args.shapes]()
+        gen = self.torch.Generator(device=args.device)
+        for index, shape in enumerate(shapes):
+            cases = self.run_shape(index, shape, gen)
+            self.result["cases"].extend(cases)
+            self.save()
+            summary = ", ".join(
+                f"{c['mode']}:{c['impl']}={c['ms']['median'] if c.get('ms') else c['status']}" for c in cases
+            )
+            print(f"[{args.label}] {index + 1}/{len(shapes)} {shape.key}: {summary}", file=sys.stderr, flush=True)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """The ``--worker`` process: time one build (and the baselines), write ``--result``; 2 on an error."""
+    if args.lib:
+        os.environ[bc.LIBRARY_ENV] = str(Path(args.lib).resolve())  # the checkout is on PYTHONPATH (BuildTarget.env)
+    import torch
+
+    w = _Worker(args, torch)
+    if w.on_gpu and not torch.cuda.is_available():
+        w.result["error"] = "torch.cuda.is_available() is False: this benchmark needs a CUDA GPU"
+        w.save()
+        print(w.result["error"], file=sys.stderr)
+        return 2
+    w.result["device"] = _device_record(torch, w.on_gpu)
+    if not args.no_ours:
+        w.flash_attn = _import_ours(args.label, w.result)
+    if w.flash_attn is not None:
+        w.result["flash_attn"] = _ours_record(w.flash_attn)
+    w.impls = _implementations(args, w.flash_attn)
+    if args.host_overhead:
+        w.run_host_overhead()
+    w.run_shapes()
+    w.save()
+    return 2 if w.result.get("error") else 0
 
 
 # -- parent: run workers, merge, render -----------------------------------------------------------
@@ -563,15 +625,11 @@ def render_markdown(record: dict) -> str:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--out", type=Path, help="result folder (kernels.json, kernels.md)")
-    p.add_argument(
-        "--build",
-        action="append",
-        metavar="LABEL=PATH",
-        help="a build to time: CMake build dir, _C_<group>.so, install folder or .whl; repeatable. "
+    p = bc.script_parser(__doc__)
+    bc.add_out_and_builds(
+        p,
+        "result folder (kernels.json, kernels.md)",
+        "a build to time: CMake build dir, _C_<group>.so, install folder or .whl; repeatable. "
         "Default: the flash_attn the interpreter imports",
     )
     p.add_argument(
@@ -639,62 +697,43 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
-    if args.worker:
-        return _worker(args)
-    started = time.perf_counter()
-    out = args.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    work = out / "kernels_work"
-    work.mkdir(exist_ok=True)
+def _run_worker(args: argparse.Namespace, target: bc.BuildTarget, result_file: Path, with_baselines: bool) -> dict:
+    """Run one worker process for ``target`` and return its result, with label, exit status and error."""
+    result_file.unlink(missing_ok=True)
+    cmd = _worker_command(args, target, result_file, with_baselines, args.baselines_only)
+    print(
+        f"latency.py: worker '{target.label}' ({target.kind}{', with SDPA baselines' if with_baselines else ''})",
+        file=sys.stderr,
+        flush=True,
+    )
+    t0 = time.perf_counter()
     try:
-        targets = bc.resolve_targets(args.build, work / "wheels")
-    except bc.TargetError as exc:
-        print(f"latency.py: {exc}", file=sys.stderr)
-        record = {"benchmark": "kernels", "error": str(exc)}
-        bc.write_results(out, "kernels", record, f"# flash_attn kernel benchmark\n\n**Not run**: {exc}\n")
-        return 2
-    if args.baselines_only:
-        targets = [bc.BuildTarget(label="sdpa", kind="installed")]
-    machine_info = machine.collect()
-    workers = []
-    for i, target in enumerate(targets):
-        result_file = work / f"worker_{target.label}.json"
-        result_file.unlink(missing_ok=True)
-        with_baselines = i == 0 and not args.no_baselines
-        cmd = _worker_command(args, target, result_file, with_baselines, args.baselines_only)
-        print(
-            f"latency.py: worker '{target.label}' ({target.kind}{', with SDPA baselines' if with_baselines else ''})",
-            file=sys.stderr,
-            flush=True,
-        )
-        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, env=target.env(), timeout=args.worker_timeout_s)
+        rc, err = proc.returncode, None
+    except subprocess.TimeoutExpired:
+        rc, err = None, f"timed out after {args.worker_timeout_s:.0f} s"
+    data = {}
+    if result_file.is_file():
         try:
-            proc = subprocess.run(cmd, env=target.env(), timeout=args.worker_timeout_s)
-            rc, err = proc.returncode, None
-        except subprocess.TimeoutExpired:
-            rc, err = None, f"timed out after {args.worker_timeout_s:.0f} s"
-        data = {}
-        if result_file.is_file():
-            try:
-                data = json.loads(result_file.read_text(encoding="utf-8"))
-            except ValueError as exc:
-                err = f"unreadable worker result: {exc}"
-        data.update(
-            label=target.label,
-            source=target.source,
-            kind=target.kind,
-            returncode=rc,
-            wall_s=round(time.perf_counter() - t0, 1),
-        )
-        if err or data.get("error"):
-            data["error"] = err or data.get("error")
-        if rc not in (0, None) and not data.get("error"):
-            data["error"] = f"worker exited with status {rc} (see its output above)"
-        workers.append(data)
-    merged = merge(workers)
-    results = rows_with_ratios(merged)
+            data = json.loads(result_file.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            err = f"unreadable worker result: {exc}"
+    data.update(
+        label=target.label,
+        source=target.source,
+        kind=target.kind,
+        returncode=rc,
+        wall_s=round(time.perf_counter() - t0, 1),
+    )
+    if err or data.get("error"):
+        data["error"] = err or data.get("error")
+    if rc not in (0, None) and not data.get("error"):
+        data["error"] = f"worker exited with status {rc} (see its output above)"
+    return data
+
+
+def geomean_ratios(merged: dict, results: list[dict]) -> dict:
+    """{"<ours> vs <baseline>": {mode: geometric mean of that ratio over the shapes where both ran}}."""
     geo: dict = {}
     for o in merged["ours"]:
         for b in merged["baselines"]:
@@ -707,36 +746,66 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 for m in MODES
             }
+    return geo
+
+
+def conventions(args: argparse.Namespace) -> dict:
+    """How the numbers were taken, as written into kernels.json (and rendered in kernels.md)."""
+    return {
+        "latency": "median of per-call CUDA event times (ms), back-to-back calls, no L2 flush",
+        "warmup_calls": args.warmup,
+        "min_timed_calls": max(args.min_iters, MIN_TIMED_CALLS),
+        "max_timed_calls": args.max_iters,
+        "target_seconds_per_case": args.target_s,
+        "rounds": args.rounds,
+        "flops_fwd": "4*B*H*S^2*D, halved for causal",
+        "fwd_bwd_flop_factor": args.fwd_bwd_flop_factor,
+        "upstream_fwd_bwd_flop_factor": UPSTREAM_FWD_BWD_FLOP_FACTOR,
+        "ratio": "baseline median / flash_attn median (> 1: flash_attn faster)",
+        "inputs": "fresh torch.randn per shape (seed + shape index), shared by all implementations",
+        "sdpa_layout": "(B, H, S, D) transposed views of the (B, S, H, D) tensors",
+        "shape_set": args.shapes,
+        "host_overhead": {"calls": args.host_calls, "repeats": args.host_repeats} if args.host_overhead else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line (module doc): the workers, then kernels.json and kernels.md; 1 when a worker or case failed."""
+    args = _parse(argv)
+    if args.worker:
+        return _worker(args)
+    started = time.perf_counter()
+    out = bc.result_dir(args.out)
+    work = out / "kernels_work"
+    work.mkdir(exist_ok=True)
+    targets = bc.targets_or_not_run(
+        args.build, work / "wheels", out, "kernels", "flash_attn kernel benchmark", "latency.py"
+    )
+    if targets is None:
+        return 2
+    if args.baselines_only:
+        targets = [bc.BuildTarget(label="sdpa", kind="installed")]
+    machine_info = machine.collect()
+    workers = [
+        _run_worker(args, target, work / f"worker_{target.label}.json", i == 0 and not args.no_baselines)
+        for i, target in enumerate(targets)
+    ]
+    merged = merge(workers)
+    results = rows_with_ratios(merged)
     record = {
         "benchmark": "kernels",
         "machine": machine_info,
         "device": next((w.get("device") for w in workers if w.get("device")), None),
-        "conventions": {
-            "latency": "median of per-call CUDA event times (ms), back-to-back calls, no L2 flush",
-            "warmup_calls": args.warmup,
-            "min_timed_calls": max(args.min_iters, MIN_TIMED_CALLS),
-            "max_timed_calls": args.max_iters,
-            "target_seconds_per_case": args.target_s,
-            "rounds": args.rounds,
-            "flops_fwd": "4*B*H*S^2*D, halved for causal",
-            "fwd_bwd_flop_factor": args.fwd_bwd_flop_factor,
-            "upstream_fwd_bwd_flop_factor": UPSTREAM_FWD_BWD_FLOP_FACTOR,
-            "ratio": "baseline median / flash_attn median (> 1: flash_attn faster)",
-            "inputs": "fresh torch.randn per shape (seed + shape index), shared by all implementations",
-            "sdpa_layout": "(B, H, S, D) transposed views of the (B, S, H, D) tensors",
-            "shape_set": args.shapes,
-            "host_overhead": {"calls": args.host_calls, "repeats": args.host_repeats} if args.host_overhead else None,
-        },
+        "conventions": conventions(args),
         "implementations": {"flash_attn": merged["ours"], "baselines": merged["baselines"]},
         "builds": [{k: w.get(k) for k in ("label", "source", "kind", "flash_attn")} for w in workers],
         "workers": [{k: w.get(k) for k in ("label", "returncode", "error", "wall_s", "device")} for w in workers],
         "results": results,
-        "geomean_ratios": geo,
+        "geomean_ratios": geomean_ratios(merged, results),
         "host_overhead": host_overhead.rows(workers),
         "wall_s": round(time.perf_counter() - started, 1),
     }
-    json_path, md_path = bc.write_results(out, "kernels", record, render_markdown(record))
-    print(f"latency.py: wrote {json_path} and {md_path} in {record['wall_s']:.0f} s", file=sys.stderr)
+    bc.write_and_announce(out, "kernels", record, render_markdown(record), "latency.py")
     failed = [w for w in workers if w.get("error")]
     # a flash_attn case that raised (not "not built", not an SDPA refusal) fails the run too
     errors = [r for r in results for i in merged["ours"] if (r["results"].get(i) or {}).get("status") == "error"]

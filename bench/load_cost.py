@@ -169,14 +169,6 @@ def run_once(target: bc.BuildTarget, child_args: list[str], timeout_s: float) ->
     return run
 
 
-def rotation(labels: list[str], rep: int) -> list[str]:
-    """Build order of repetition `rep`: rotated by one per repetition, so no build is always first."""
-    if not labels:
-        return []
-    k = rep % len(labels)
-    return labels[k:] + labels[:k]
-
-
 def summarise_runs(runs: list[dict]) -> dict:
     """Median (and min/max) of every timing over the runs without error."""
     ok = [r for r in runs if "error" not in r and r.get("ready_s") is not None]
@@ -277,15 +269,11 @@ def render_markdown(record: dict) -> str:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--out", type=Path, help="result folder (load_cost.json, load_cost.md)")
-    p.add_argument(
-        "--build",
-        action="append",
-        metavar="LABEL=PATH",
-        help="a build: CMake build dir, _C_<group>.so, install folder or .whl; repeatable "
+    p = bc.script_parser(__doc__)
+    bc.add_out_and_builds(
+        p,
+        "result folder (load_cost.json, load_cost.md)",
+        "a build: CMake build dir, _C_<group>.so, install folder or .whl; repeatable "
         "(e.g. none=build/none size=build/size)",
     )
     p.add_argument("--reps", type=int, default=7, help="counted repetitions per build (default 7)")
@@ -311,14 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return _child(args)
     started = time.perf_counter()
-    out = args.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        targets = bc.resolve_targets(args.build, out / "load_cost_work" / "wheels")
-    except bc.TargetError as exc:
-        print(f"load_cost.py: {exc}", file=sys.stderr)
-        record = {"benchmark": "load_cost", "error": str(exc)}
-        bc.write_results(out, "load_cost", record, f"# flash_attn load cost\n\n**Not run**: {exc}\n")
+    out = bc.result_dir(args.out)
+    scratch = out / "load_cost_work" / "wheels"
+    targets = bc.targets_or_not_run(args.build, scratch, out, "load_cost", "flash_attn load cost", "load_cost.py")
+    if targets is None:
         return 2
     child_args = [
         "--dtype",
@@ -337,10 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     warm: dict[str, list[dict]] = {t.label: [] for t in targets}
     labels = list(by_label)
     for i in range(args.warmup_runs):
-        for label in rotation(labels, i):
+        for label in bc.rotation(labels, i):
             warm[label].append(run_once(by_label[label], child_args, args.timeout_s))
     for rep in range(args.reps):
-        for label in rotation(labels, rep):
+        for label in bc.rotation(labels, rep):
             r = run_once(by_label[label], child_args, args.timeout_s)
             r["rep"] = rep
             runs[label].append(r)
@@ -381,8 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         "builds": builds,
         "wall_s": round(time.perf_counter() - started, 1),
     }
-    json_path, md_path = bc.write_results(out, "load_cost", record, render_markdown(record))
-    print(f"load_cost.py: wrote {json_path} and {md_path} in {record['wall_s']:.0f} s", file=sys.stderr)
+    bc.write_and_announce(out, "load_cost", record, render_markdown(record), "load_cost.py")
     return 0 if all(b["summary"]["runs_failed"] == 0 for b in builds) else 1
 
 

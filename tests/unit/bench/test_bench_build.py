@@ -560,7 +560,7 @@ def test_upstream_runner_with_fake_compilers(tmp_path, monkeypatch, mode, upstre
     }
     bb.prepare_upstream_dir(updir, request)
     status = bb.run_upstream(updir)
-    assert status["state"] == "done", (status, bb.log_tail(updir / "upstream.log", 40))
+    assert status["state"] == "done", (status, bc.log_tail(updir / "upstream.log", 40))
     assert status["env"]["MAX_JOBS"] == "2" and status["env"]["FLASH_ATTN_CUDA_ARCHS"] == "90"
     assert status["env"]["TORCH_CUDA_ARCH_LIST"] == "9.0"
     up = bb.collect_upstream(updir)

@@ -61,13 +61,6 @@ def test_elf_section_sizes_agree_with_readelf():
     assert expected and {k: sizes.get(k) for k in expected} == expected
 
 
-def test_rotation():
-    assert lc.rotation(["none", "size"], 0) == ["none", "size"]
-    assert lc.rotation(["none", "size"], 1) == ["size", "none"]
-    assert lc.rotation(["a", "b", "c"], 4) == ["b", "c", "a"]
-    assert lc.rotation([], 3) == []
-
-
 def test_summarise_runs_skips_failures():
     runs = [
         {"ready_s": 3.0, "first_call_s": 0.2},

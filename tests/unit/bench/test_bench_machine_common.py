@@ -3,6 +3,7 @@ statistics, Markdown tables and the build targets the GPU benchmarks load."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -201,3 +202,49 @@ def test_json_safe():
         "1": "int key",
     }
     json.dumps(safe, allow_nan=False)
+
+
+def test_rotation():
+    assert bc.rotation(["none", "size"], 0) == ["none", "size"]
+    assert bc.rotation(["none", "size"], 1) == ["size", "none"]
+    assert bc.rotation(["a", "b", "c"], 4) == ["b", "c", "a"]
+    assert bc.rotation([], 3) == []
+
+
+def test_result_dir_is_absolute_and_created(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = bc.result_dir("a/b")
+    assert out == tmp_path / "a" / "b" and out.is_dir()
+    assert bc.result_dir(out) == out  # an existing folder is fine
+
+
+def test_script_parser_takes_the_first_paragraph():
+    parser = bc.script_parser("First line.\n\n    python bench/x.py --out DIR\n")
+    assert parser.description == "First line."
+    assert parser.formatter_class is argparse.RawDescriptionHelpFormatter
+
+
+def test_log_tail(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("".join(f"line {i}\n" for i in range(50)), encoding="utf-8")
+    assert bc.log_tail(log) == "\n".join(f"line {i}" for i in range(20, 50))
+    assert bc.log_tail(log, 2) == "line 48\nline 49"
+    assert bc.log_tail(tmp_path / "missing.log") == ""
+
+
+def test_write_and_announce(tmp_path, capsys):
+    bc.write_and_announce(tmp_path, "k", {"wall_s": 12.4}, "# k\n", "latency.py")
+    assert capsys.readouterr().err == f"latency.py: wrote {tmp_path / 'k.json'} and {tmp_path / 'k.md'} in 12 s\n"
+    bc.write_and_announce(tmp_path, "b", {}, "# b\n", "build.py")
+    assert capsys.readouterr().err == f"build.py: wrote {tmp_path / 'b.json'} and {tmp_path / 'b.md'}\n"
+
+
+def test_targets_or_not_run_writes_the_not_run_pair(tmp_path, capsys):
+    out = tmp_path / "out"
+    targets = bc.targets_or_not_run(["x=/no/such/place"], tmp_path / "w", out, "kernels", "T", "latency.py")
+    assert targets is None
+    assert capsys.readouterr().err.startswith("latency.py: x=/no/such/place: no such file")
+    record = json.loads((out / "kernels.json").read_text(encoding="utf-8"))
+    assert record["benchmark"] == "kernels" and "no such file" in record["error"]
+    assert (out / "kernels.md").read_text(encoding="utf-8").startswith("# T\n\n**Not run**: x=/no/such/place")
+    assert [t.label for t in bc.targets_or_not_run(None, tmp_path / "w", out, "k", "T", "s")] == ["installed"]
