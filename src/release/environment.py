@@ -9,7 +9,8 @@ them with a link to the options table of docs/release.md.
 
 Not listed: the CMake-internal ``FLASH_ATTN_*`` variables (cache and normal variables the cmake/
 modules set for each other, never read from the environment), C++ macros of the same prefix, and
-the switches of the lab scripts (lab/device_session.sh lists its own in its header). Variables
+the switches of the measuring scripts outside the product (docs/environment.md says where they are
+listed). The product never names those scripts, so they are not among the readers either. Variables
 other tools define (``CUDA_HOME``, ``XDG_CACHE_HOME``, ``GITHUB_ENV``, ...) that the code also reads
 are :data:`STANDARD`, named in one line below the table.
 
@@ -31,8 +32,9 @@ class EnvVar:
     """One environment variable.
 
     name: the variable. meaning: one sentence (Markdown). default: what holds when it is unset or
-    empty, in words. readers: repository-relative files that read it or set it for a child process
-    (every one of them spells the name; a test checks). affects: the parts of :data:`AFFECTS` it changes.
+    empty, in words. readers: repository-relative files of the product, bench/ and tests/ that read
+    it or set it for a child process (each spells the name, and every such file outside tests/ is
+    listed; a test checks). affects: the parts of :data:`AFFECTS` it changes.
     """
 
     name: str
@@ -61,7 +63,6 @@ REGISTRY: tuple[EnvVar, ...] = (
             "src/kernels/kernel_set.py",
             "noxfile.py",
             "flash_attn/_loader.py",
-            "lab/unit_costs.py",
             "src/release/plan/rehearsal.py",
         ),
         ("build", "runtime", "CI"),
@@ -165,7 +166,7 @@ REGISTRY: tuple[EnvVar, ...] = (
         "FLASH_ATTN_BENCH_SHARDED_FAKE",
         "`1`: `bench/build_sharded.py` runs stubs that write what each release step would, compiling nothing",
         "unset: the real steps",
-        ("bench/build_sharded.py", "lab/device_session.sh"),
+        ("bench/build_sharded.py",),
         ("benchmark",),
     ),
     EnvVar(
