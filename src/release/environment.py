@@ -32,9 +32,9 @@ class EnvVar:
     """One environment variable.
 
     name: the variable. meaning: one sentence (Markdown). default: what holds when it is unset or
-    empty, in words. readers: repository-relative files of the product, bench/ and tests/ that read
-    it or set it for a child process (each spells the name, and every such file outside tests/ is
-    listed; a test checks). affects: the parts of :data:`AFFECTS` it changes.
+    empty, in words. readers: repository-relative files of the product, bench/, tools/ and tests/
+    that read it or set it for a child process (each spells the name, and every such file outside
+    tests/ is listed; a test checks). affects: the parts of :data:`AFFECTS` it changes.
     """
 
     name: str
