@@ -9,6 +9,7 @@ Shared basics (this folder): paths, errors, the manifest, pins, outputs, locks, 
 
 - :mod:`release._paths`    paths of this checkout and the package version
 - :mod:`release.confine`   one confinement rule for every path read from an artifact
+- :mod:`release.environment`  the user-facing environment variables: one registry, rendered into the docs
 - :mod:`release.errors`    the exception types and the one ``main`` wrapper
 - :mod:`release.index_url` the package index URL, derived from the repository a workflow runs in
 - :mod:`release.locks`     one session at a time per build folder and per output

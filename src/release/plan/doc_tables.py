@@ -7,7 +7,8 @@ A block looks like this in a Markdown file::
     ...
     <!-- /manifest:arch-groups -->
 
-A table block is rendered whole from the manifest (the arch groups, the options table; in
+A table block is rendered whole from the manifest (the arch groups, the options table, the
+environment variables of :mod:`release.environment` with the manifest's options; in
 pyproject.toml, whose markers are TOML comments, the ``cmake.define`` lines); a ``pins-*`` or
 ``values-*`` block keeps its hand-written text (commands, prose, the sessions' own flags) and gets
 the manifest's values put in: every
@@ -30,7 +31,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from release import _paths, manifest
+from release import _paths, environment, manifest
 from release.errors import CheckFailed, ReleaseError, run_main
 
 
@@ -180,6 +181,7 @@ BLOCKS: dict[str, dict[str, Callable[[dict, str], str]]] = {
     "pyproject.toml": {"cmake-define": _table(cmake_defines)},
     "docs/design.md": {"values-compile": manifest_values},
     "docs/ci.md": {"values-jobs": manifest_values},
+    "docs/environment.md": {"environment": _table(environment.table)},
 }
 
 
