@@ -40,7 +40,7 @@ def _venv(path: Path, torch: str) -> Path:
     if not py.exists():
         venv.EnvBuilder(system_site_packages=True, with_pip=True).create(path)
     subprocess.run([str(py), "-m", "pip", "install", "-q", *pins.BUILD], check=True)
-    from release.build.toolchain import ensure_torch
+    from release.compile.toolchain import ensure_torch
 
     ensure_torch(torch, str(py))
     return py
@@ -83,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         kdir_a: Path | None = None
         for i, py in enumerate(pys):
             text = _run(
-                py, "build.wheels", [*flow, "--out", str(out / f"wheel-torch{ns.torch[i]}")], out / f"build-{i + 1}.log"
+                py,
+                "sessions.wheels",
+                [*flow, "--out", str(out / f"wheel-torch{ns.torch[i]}")],
+                out / f"build-{i + 1}.log",
             )
             kdirs = sorted(root.glob("kernels-*"))
             kdir_a = kdirs[0]
@@ -100,7 +103,12 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(aside)
         kdir_a.rename(aside)
         kflow = [a for a in flow if a != "--smoke-no-deps"]
-        _run(pys[1], "archive.archives", ["build", *kflow, "--out", str(root / "recompiled")], out / "kernels-recompile.log")
+        _run(
+            pys[1],
+            "archive.archives",
+            ["build", *kflow, "--out", str(root / "recompiled")],
+            out / "kernels-recompile.log",
+        )
         summary = json.loads((kdir_a / "flash_attn_build_summary.json").read_text())
         first, again = record["wheels"][0]["objects"], _objects(root / "recompiled")
         record["recompile"] = {"torch": ns.torch[1], "kernel_units_compiled": summary["units_compiled"],

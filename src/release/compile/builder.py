@@ -23,10 +23,9 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from release import _paths, index_url, locks, procs
-from release.build import estimate, machine, progress
+from release import _paths, checksums, index_url, locks, procs
+from release.compile import estimate, machine, progress, tagging
 from release.errors import ReleaseError
-from release.ship import checksums, tagging
 
 _SHOWN_RE = re.compile(
     r"^-- flash_attn:|CMake (Error|Warning)|\berror\b|FAILED:|^\* |Successfully built|^ninja: |No work to do",

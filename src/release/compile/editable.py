@@ -35,8 +35,8 @@ import shutil
 import sys
 from pathlib import Path, PurePath
 
+from release import checksums
 from release.errors import ReleaseError
-from release.ship import checksums
 
 RELAY_NAME = "flash_attn_ninja"  # in the build folder, beside CMakeCache.txt, with flash_attn_ninja.py
 PTH_NAME = "flash_attn_dev_tools.pth"

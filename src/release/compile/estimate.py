@@ -42,11 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
-from release import manifest
-from release.build import machine, progress
+from release import checksums, manifest
+from release.compile import compile_model, machine, progress
 from release.errors import ReleaseError
-from release.plan import compile_model
-from release.ship import checksums
 
 LONG_SECONDS = 30 * 60  # the threshold: a build predicted longer than this offers cheaper commands
 SPEED_FILE = "build_speed.json"

@@ -23,7 +23,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.ship import checksums
+from release import checksums
 
 # CPU-seconds of :func:`benchmark_seconds` on the 2-core machine of release_plan.checks in
 # build-manifest.json (the machine whose speed factor is release_plan.runner.speed_factor, 1.6),

@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
-from release import _paths, manifest
-from release.build import arch_rules
+from release import _paths, checksums, manifest
+from release.compile import arch_rules
 from release.errors import ReleaseError
-from release.ship import checksums
 
 _MANIFEST = manifest.load()
 # The options table: CMake/environment name -> entry (type, flag, default, doc, ...), in manifest order.

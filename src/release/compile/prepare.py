@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import locks
-from release.build import arch_rules, options, toolchain
+from release.compile import arch_rules, options, toolchain
 from release.errors import ReleaseError
 
 

@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
-
-from release.ship import checksums
+from release import checksums
 
 NINJA_LINE_RE = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)$")
 UNIT_PATH_RE = re.compile(r"kernels[/\\]units[/\\]([A-Za-z0-9_]+)\.cu\b")

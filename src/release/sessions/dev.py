@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import _paths
-from release.build import build_dirs, builder, editable, estimate, options, prepare, toolchain
-from release.plan import compile_model
+from release.compile import build_dirs, builder, compile_model, editable, estimate, options, prepare, toolchain
 from release.errors import ReleaseError, run_main
 
 DEV_KERNEL_SET = "dev"  # the named set of head dims 64 and 128 (kernels.sets of build-manifest.json)

@@ -32,11 +32,11 @@ import shutil
 import sys
 from pathlib import Path
 
-from release import locks, outputs
+from release import checksums, locks, outputs
 from release.archive import archives
-from release.build import build_dirs, builder, compile_cache, estimate, options, prepare, progress
+from release.compile import build_dirs, builder, compile_cache, estimate, options, prepare, progress, tagging
 from release.errors import run_main
-from release.ship import checksums, smoke, tagging
+from release.ship import smoke
 
 
 def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:

@@ -261,7 +261,7 @@ def entry_point(argv: list[str]) -> tuple[str, argparse.ArgumentParser, list[str
 
             return f"nox -s {session}", archives.parser(), ["build", "--arch-group", group, *posargs]
         if group in groups and kind == "wheel":
-            from release.build import wheels
+            from release.sessions import wheels
 
             return f"nox -s {session}", wheels.parser(), ["--arch-group", group, *posargs]
         return None
@@ -293,7 +293,7 @@ def _module_parser(module: str) -> argparse.ArgumentParser | None:
 
         return archives.parser()
     if module == "release.build.wheels":
-        from release.build import wheels
+        from release.sessions import wheels
 
         return wheels.parser()
     return None

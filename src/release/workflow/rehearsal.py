@@ -50,8 +50,8 @@ from pathlib import Path
 from flash_attn_wheel_names import label as wheel_label
 from release import _paths
 from release.errors import ReleaseError, run_main
-from release.plan import gha, pwsh_args, rehearsal_network
-from release.plan.workflow_model import windows_findings  # the static Windows checks, shared with the model
+from release.workflow import gha, pwsh_args, rehearsal_network
+from release.workflow.workflow_model import windows_findings  # the static Windows checks, shared with the model
 
 WORKFLOW = _paths.REPO_ROOT / ".github" / "workflows" / "release.yml"
 BASH = ["bash", "--noprofile", "--norc", "-eo", "pipefail"]  # GitHub's `shell: bash` on Linux
@@ -680,7 +680,7 @@ PREVIOUS_WHEEL = "flash_attn-2.8.3.post1+cu130torchstable2.11.legacy.rev1-cp310-
 
 def seed_previous_release(store: Path) -> None:
     """The fake GitHub holds a published release from before: its SHA256SUMS names one wheel."""
-    from release.plan import fake_github
+    from release.workflow import fake_github
 
     gh = fake_github.Store(store)
     if gh.release(PREVIOUS) is None:
@@ -692,7 +692,7 @@ def after_checks(store: Path, tag: str) -> list[str]:
     """What must hold once every run is done: no published release was changed, every file of the
     rehearsal's release is attested (same name and sha256), and the deployed index links this release
     and the previous one and no draft."""
-    from release.plan import fake_github
+    from release.workflow import fake_github
 
     gh = fake_github.Store(store)
     problems = [f"a published release changed: {v}" for v in gh.read_log("violations.jsonl")]
@@ -736,8 +736,8 @@ def _shard_limit(manifest: Path) -> float:
 
 def model_problems(workflow: Path) -> list[str]:
     """The model-only rehearsal (release.plan.workflow_model) of release.yml and the index.yml beside it."""
-    from release.plan import workflow_model
     from release.ship import gates
+    from release.workflow import workflow_model
 
     version = _paths.package_version().split("+")[0]
     wfs = {name: load_workflow(workflow.parent / name) for name in ("release.yml", "index.yml")}
@@ -766,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         from release import manifest as manifest_mod
-        from release.plan import fake_github
+        from release.workflow import fake_github
 
         root = args.root.resolve()
         for sub in ("artifacts", "runs", "logs", "work", "image", "github"):

@@ -27,7 +27,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from release.plan import gha, pwsh_args
+from release.workflow import gha, pwsh_args
 
 DEFAULT_BRANCH = "main"
 REPOSITORY = "rehearsal/flash-attn"
