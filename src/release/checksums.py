@@ -11,7 +11,7 @@ rule, and no "/": a checksum file covers the files beside it), listed once; anyt
 (``../outside.txt``, ``/etc/hostname``, ``sub/x``, a link) is refused before any file is read,
 with one line naming the checksum file and the line. The verifier resolves the names against the
 checksum file's folder, so it works from anywhere:
-``python -m release.ship.checksums wheelhouse/flash_attn-...whl.sha256`` (exit 0 when every file
+``python -m release.checksums wheelhouse/flash_attn-...whl.sha256`` (exit 0 when every file
 matches, 2 otherwise).
 """
 
@@ -144,11 +144,11 @@ def verify_sidecar(path: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m release.ship.checksums FILE.sha256...``: verify checksum files from any folder."""
+    """``python -m release.checksums FILE.sha256...``: verify checksum files from any folder."""
     import argparse
     import sys
 
-    p = argparse.ArgumentParser(prog="python -m release.ship.checksums", description="Verify sha256sum-format files.")
+    p = argparse.ArgumentParser(prog="python -m release.checksums", description="Verify sha256sum-format files.")
     p.add_argument("sums", nargs="+", type=Path, help="SHA256SUMS or <file>.sha256 files")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
 
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{sums.parent / name}: OK")
         return 0
 
-    return run_main(body, prog="release.ship.checksums", argv=argv)
+    return run_main(body, prog="release.checksums", argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """Evidence that the kernel objects do not depend on torch: two torch versions, one set of objects.
 
-``python -m release.build.torch_independence --torch 2.14.1 --torch 2.15.0 --out DIR [--cuda-archs 80
+``python -m release.archive.torch_independence --torch 2.14.1 --torch 2.15.0 --out DIR [--cuda-archs 80
 --kernel-set ci --build-root build/torch-independence]`` (``nox -s torch_independence``):
 
 1. makes one venv per torch (``--system-site-packages``, so a torch already on the machine is
    reused; another one is installed with pip) with the pinned build tools;
-2. in the first venv, builds the wheel (``release.build.wheels``: the kernels torch-free in
+2. in the first venv, builds the wheel (``release.sessions.wheels``: the kernels torch-free in
    ``<build root>/kernels-...``, then the binding against that torch) and records the sha256 of
    every kernel object;
 3. in the second venv, builds the wheel with the same build root: the kernels build is reused, and
@@ -63,7 +63,7 @@ def _objects(folder: Path) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m release.build.torch_independence", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m release.archive.torch_independence", description=__doc__.split("\n")[0])
     p.add_argument("--torch", action="append", required=True, help="torch version; give it twice")
     p.add_argument("--out", type=Path, required=True, help="folder for the evidence files")
     p.add_argument("--cuda-archs", default="80")
@@ -124,12 +124,13 @@ def main(argv: list[str] | None = None) -> int:
                               f"kernel units; see {out / 'torch_independence.json'}")  # fmt: skip
         return 0
 
-    return run_main(body, prog="release.build.torch_independence")
+    return run_main(body, prog="release.archive.torch_independence")
 
 
 def _markdown(r: dict) -> str:
     lines = [f"# Kernel objects and torch: {r['torch'][0]} and {r['torch'][1]}\n",
-             f"Kernel set `{r['kernel_set']}`, SMs {r['cuda_archs']}; `python -m release.build.torch_independence`.\n",
+             f"Kernel set `{r['kernel_set']}`, SMs {r['cuda_archs']}; "
+             "`python -m release.archive.torch_independence`.\n",
              "| step | torch | wheel | kernel units compiled |", "|---|---|---|---|"]  # fmt: skip
     for i, w in enumerate(r["wheels"]):
         lines.append(f"| wheel {i + 1} | {w['torch']} | `{w['wheel']}` | {w['kernel_units_compiled']} |")

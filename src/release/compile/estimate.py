@@ -2,7 +2,7 @@
 
 Every build (``nox -s wheel_*``, ``archive_*``, ``dev``) prints, before anything compiles, the
 predicted wall time and peak memory of its compile steps (:func:`predict`, :func:`render`). The
-model is the release plan's (``release.plan.compile_model.compile_schedule``: each unit's manifest cost
+model is the release plan's (``release.compile.compile_model.compile_schedule``: each unit's manifest cost
 ``unit_costs`` x SASS targets x speed factor, nvcc jobs and ``--threads`` as CMake sizes them, a
 list schedule heaviest unit first); this module only fills in this machine: its cores, its
 available memory (``/proc/meminfo`` MemAvailable, as CMake's AVAILABLE_PHYSICAL_MEMORY; elsewhere
@@ -11,11 +11,11 @@ the total), ``--jobs`` if given, and its speed factor.
 The speed factor (seconds of a compile here / on the manifest's reference host) is the median of
 the last measured builds of this machine that ran alone, recorded in ``<cache dir>/build_speed.json``
 (:func:`record`, written after a kernels build that compiled all of its predicted units without
-compile-cache hits, beside no other registered build (release.build.machine.running) and with less
+compile-cache hits, beside no other registered build (release.compile.machine.running) and with less
 than :data:`ALONE_BUSY_CORES` cores busy with other work at its start; cache dir:
 ``$FLASH_ATTN_CACHE_DIR``, else the per-user cache the sdist download uses). Without a record it
 comes from this machine: a one-second CPU benchmark against the machine of
-``release_plan.runner.speed_factor`` (:func:`calibration`, release.build.machine.calibrate). Either
+``release_plan.runner.speed_factor`` (:func:`calibration`, release.compile.machine.calibrate). Either
 way the prediction then multiplies it by the load of the moment: with other processes keeping cores
 busy, each compile gets its fair share of a core (machine.load_slowdown). Binding and dispatch
 seconds of the manifest are on a runner core (speed factor ``release_plan.runner.speed_factor``) and
@@ -150,7 +150,7 @@ def speed_factor(env=None) -> tuple[float, str]:
     cal = calibration()
     return RUNNER_SPEED * cal.speed_ratio, (
         f"calibrated: a CPU benchmark took {cal.cpu_seconds:.3f} s here, {machine.REFERENCE_CPU_SECONDS} s on the "
-        f"machine of speed factor {RUNNER_SPEED:g} (release.build.machine); no build of this machine is recorded "
+        f"machine of speed factor {RUNNER_SPEED:g} (release.compile.machine); no build of this machine is recorded "
         f"yet ({path})"
     )
 

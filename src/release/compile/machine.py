@@ -1,4 +1,4 @@
-"""How fast and how busy this machine is now: the predictions' view of it (release.build.estimate).
+"""How fast and how busy this machine is now: the predictions' view of it (release.compile.estimate).
 
 - :func:`calibrate`: a short CPU benchmark (zlib level 6 over a fixed 4 MB word text, about 0.2
   CPU-seconds on the reference machine) gives this machine's per-core speed relative to the

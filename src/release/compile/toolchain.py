@@ -5,7 +5,7 @@ build starts (missing nvcc, CPU-only torch, torch built for another CUDA major t
 missing host compiler, a torch other than the one asked for). Both are separate so tests and
 the sessions can mock the probe.
 
-Run ``python -m release.build.toolchain`` to print what a build on this machine would use.
+Run ``python -m release.compile.toolchain`` to print what a build on this machine would use.
 """
 
 from __future__ import annotations
@@ -235,11 +235,11 @@ def ensure_torch(version: str, python: str = sys.executable) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m release.build.toolchain``: print the probe as JSON, then check it (exit 2 with the
+    """``python -m release.compile.toolchain``: print the probe as JSON, then check it (exit 2 with the
     reason when a build here would fail). Takes no arguments but ``--help``."""
-    argparse.ArgumentParser(prog="python -m release.build.toolchain", description=__doc__.split("\n\n")[0]).parse_args(
-        argv
-    )
+    argparse.ArgumentParser(
+        prog="python -m release.compile.toolchain", description=__doc__.split("\n\n")[0]
+    ).parse_args(argv)
 
     def body() -> int:
         tc = probe()
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         check(tc)
         return 0
 
-    return run_main(body, prog="release.build.toolchain")
+    return run_main(body, prog="release.compile.toolchain")
 
 
 if __name__ == "__main__":

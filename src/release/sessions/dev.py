@@ -1,9 +1,9 @@
 """The ``dev`` session: an editable install for local development that rebuilds on import.
 
-``python -m release.build.dev [--arch-group legacy] [--kernel-set dev] [wheel options]`` builds for this
+``python -m release.sessions.dev [--arch-group legacy] [--kernel-set dev] [wheel options]`` builds for this
 machine unless told otherwise (:func:`choose`): the SMs of its GPUs, or without one the ``ci`` set
 for one SM, never on its own a build predicted over 30 minutes. It prints the predicted cost
-(release.build.estimate) and runs::
+(release.compile.estimate) and runs::
 
     pip install --no-build-isolation -e . -Ceditable.mode=redirect -Ceditable.rebuild=true \\
         -Ceditable.verbose=false -Cbuild-dir=<build dir> -Ccmake.define.CMAKE_MAKE_PROGRAM=<relay> \\
@@ -12,7 +12,7 @@ for one SM, never on its own a build predicted over 30 minutes. It prints the pr
 into the running environment (nox: ``.nox/dev``, kept between runs). scikit-build-core then
 re-runs the Ninja build whenever ``import flash_attn`` happens in that environment, so editing a
 source under src/ and importing again recompiles just what changed, with the CMake and Ninja that
-configured the build folder whatever the shell's PATH holds (release.build.editable: the relay, the
+configured the build folder whatever the shell's PATH holds (release.compile.editable: the relay, the
 path hook), silently when nothing changed. The build directory is the wheel sessions' name for the
 same options with ``-editable`` appended (``build/custom_sm80-ci-torch2.14.1-cu130-gcc12-editable``):
 its own, because a wheel session reconfigures its folder to link a kernels archive, which would
@@ -38,7 +38,7 @@ EDITABLE_SUFFIX = "-editable"  # after the wheel sessions' build folder name (se
 
 
 def install_command(python: str, build_dir, defines: dict[str, str], make_program) -> list[str]:
-    """The ``pip install -e`` of the editable build: release.build.editable.install_settings, then
+    """The ``pip install -e`` of the editable build: release.compile.editable.install_settings, then
     every CMake option of `defines` (name -> value)."""
     cmd = [python, "-m", "pip", "install", "-v", "--no-build-isolation", "--disable-pip-version-check"]
     cmd += editable.install_settings(build_dir, make_program)
@@ -130,7 +130,7 @@ def site_packages(python: str) -> Path:
 
 def main(argv: list[str] | None = None, probe=toolchain.probe, visible=None) -> int:
     """`visible`: a callable giving the SMs of the GPUs here (default estimate.visible_sms)."""
-    p = argparse.ArgumentParser(prog="python -m release.build.dev", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m release.sessions.dev", description=__doc__.split("\n")[0])
     flag = options.OPTIONS[options.ARCH_GROUP]["flag"]
     p.add_argument(
         flag,
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None, probe=toolchain.probe, visible=None) -> 
         )
         return 0
 
-    return run_main(body, prog="release.build.dev")
+    return run_main(body, prog="release.sessions.dev")
 
 
 if __name__ == "__main__":

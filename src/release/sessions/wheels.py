@@ -1,21 +1,21 @@
 """The wheel sessions: build one arch group's wheel, tag it, checksum it, smoke-test it.
 
-``python -m release.build.wheels --arch-group legacy [options]`` (what ``nox -s wheel_legacy -- [options]``
+``python -m release.sessions.wheels --arch-group legacy [options]`` (what ``nox -s wheel_legacy -- [options]``
 runs). In order, stopping at the first problem with a message that says what to do:
 
-1. check the options (``release.build.options``): group, archs (the rules of
+1. check the options (``release.compile.options``): group, archs (the rules of
    build-manifest.json that CMake applies too, Thor refused), kernel set (``kernel_set.resolve``; an empty
    one is refused), jobs, sdist (the pinned file), source and CUTLASS folders, output folder
    (writable, no wheel of another version in it);
 2. with ``--torch-version``, install that torch into the running environment when it differs;
-3. probe the toolchain (``release.build.toolchain``): nvcc present, torch a CUDA build of the same
+3. probe the toolchain (``release.compile.toolchain``): nvcc present, torch a CUDA build of the same
    CUDA major, host compiler present; every arch buildable by this nvcc;
 4. compile the kernel objects, torch-free, in their own build directory shared by every torch
    (``release.archive.archives``; skipped with ``--kernels ARCHIVE``), then build the binding against torch
-   and link it with those objects in its named build directory (``release.build.build_dirs``, created
+   and link it with those objects in its named build directory (``release.compile.build_dirs``, created
    only now), every option passed explicitly, with progress and a summary of each step;
 5. compare the wheel's build info with the options asked for (a mismatch names the option),
-   then tag it with its local version label (``release.ship.tagging``; a stable-ABI wheel,
+   then tag it with its local version label (``release.compile.tagging``; a stable-ABI wheel,
    ``--torch-abi stable``, also gets ``Requires-Dist: torch>=<torch_min>``), in a staging folder;
 6. smoke-test the tagged wheel in a fresh venv (``release.ship.smoke``);
 7. move it into the output folder atomically, with ``<wheel>.sha256`` beside it.
@@ -62,7 +62,7 @@ def publish(wheel: Path, out_dir: Path) -> tuple[Path, Path]:
 
 def build_group(opts: options.BuildOptions, probe=None) -> Path:
     """Steps 1-7 for one group; returns the published wheel. `probe` defaults to toolchain.probe
-    (steps 1-3 are release.build.prepare)."""
+    (steps 1-3 are release.compile.prepare)."""
 
     def announce(set_name: str, units: list) -> None:
         print(f"release: arch group {opts.group}, kernel set {set_name} ({len(units)} units)", flush=True)
@@ -106,7 +106,7 @@ def build_group(opts: options.BuildOptions, probe=None) -> Path:
 
 def _build_binding(ready: prepare.Prepared, bdir: Path, prediction=None) -> tuple[Path, Path, builder.BuildResult]:
     """Steps 4 (binding and link) to 7 in the locked build folder `bdir`; returns (wheel, sidecar, result).
-    `prediction` (release.build.estimate) of the binding and link drives the ETA."""
+    `prediction` (release.compile.estimate) of the binding and link drives the ETA."""
     opts, tc = ready.opts, ready.tc
     # Staging folders of this build folder are made only under its lock (held here): any left is a killed session's.
     for stale in opts.build_root.glob(f".staging-{bdir.name}-*"):
@@ -144,7 +144,7 @@ def _build_binding(ready: prepare.Prepared, bdir: Path, prediction=None) -> tupl
 
 
 def predict(opts: options.BuildOptions, set_name: str, units: list, tc=None, binding_dir: Path | None = None) -> list:
-    """Print and return the up-front prediction of a wheel build's steps (release.build.estimate): the
+    """Print and return the up-front prediction of a wheel build's steps (release.compile.estimate): the
     kernels build unless --kernels links an archive, then the binding and link. With the toolchain
     `tc` and the binding's build folder, each step predicts only what its folder will rebuild
     (estimate.pending; the kernels archive's path is not compared, it is this build's output)."""
@@ -167,7 +167,7 @@ def predict(opts: options.BuildOptions, set_name: str, units: list, tc=None, bin
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m release.build.wheels", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m release.sessions.wheels", description=__doc__.split("\n")[0])
     group = options.ARCH_GROUP
     p.add_argument(
         options.OPTIONS[group]["flag"], dest="groups", action="append", required=True, help=options.help_text(group)
@@ -178,13 +178,13 @@ def parser() -> argparse.ArgumentParser:
 
 def parse(argv: list[str], env=None) -> options.BuildOptions:
     """BuildOptions from the session's arguments. --arch-group may come twice (the session's own
-    and the user's): they must agree (release.build.prepare.options_of)."""
+    and the user's): they must agree (release.compile.prepare.options_of)."""
     return prepare.options_of(parser().parse_args(argv), env)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    return run_main(lambda: build_group(parse(argv)) and 0, prog="release.build.wheels", argv=argv)
+    return run_main(lambda: build_group(parse(argv)) and 0, prog="release.sessions.wheels", argv=argv)
 
 
 if __name__ == "__main__":

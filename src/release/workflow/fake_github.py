@@ -1,7 +1,7 @@
 """The GitHub the release rehearsal's ``gh`` talks to: releases (draft or published, with assets),
 workflow dispatches, and the runs ``gh api .../actions/runs/<id>`` answers with.
 
-``python -m release.plan.fake_github --store DIR ARGS...`` is what the rehearsal's ``gh`` stub runs
+``python -m release.workflow.fake_github --store DIR ARGS...`` is what the rehearsal's ``gh`` stub runs
 (ARGS as the workflow passed them to ``gh``). Modelled, as gh 2.x and the REST API behave:
 
 - ``gh release create TAG [--draft] ...``: fails when TAG has a release (draft or not);
@@ -19,7 +19,7 @@ workflow dispatches, and the runs ``gh api .../actions/runs/<id>`` answers with.
   rehearsal then runs (GitHub starts workflow_dispatch runs made with GITHUB_TOKEN: docs/ci.md).
 
 Anything else exits 1 with "fake gh: not modelled", so a new use is noticed. The token's permissions
-are the rehearsal's to check (release.plan.gha.step_permissions) before a step runs.
+are the rehearsal's to check (release.workflow.gha.step_permissions) before a step runs.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def gh(store: Store, args: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 2 or argv[0] != "--store":
-        print("usage: python -m release.plan.fake_github --store DIR GH-ARGS...", file=sys.stderr)
+        print("usage: python -m release.workflow.fake_github --store DIR GH-ARGS...", file=sys.stderr)
         return 2
     store = Store(Path(argv[1]))
     store.log("calls.jsonl", {"args": argv[2:]})

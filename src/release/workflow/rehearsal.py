@@ -1,9 +1,9 @@
 """Rehearse the release on this Linux machine (``nox -s release_rehearsal``): release.yml and index.yml.
 
 Runs ``.github/workflows/release.yml`` and ``index.yml`` as GitHub Actions would, with the commands
-their steps hold (read from the YAML, never retyped), jobs by ``needs:`` (release.plan.gha), each step
+their steps hold (read from the YAML, never retyped), jobs by ``needs:`` (release.workflow.gha), each step
 with the token permissions its job has, against a fake GitHub behind a ``gh`` stub
-(release.plan.fake_github: draft and published releases, dispatches, attestations, Pages). The
+(release.workflow.fake_github: draft and published releases, dispatches, attestations, Pages). The
 release.yml runs use a small rehearsal manifest (a copy of build-manifest.json: one OS, the legacy
 group with sm_80 only, CUDA 13.0 = the machine's toolkit, the machine's torch) named by
 ``FLASH_ATTN_MANIFEST``; ``package_index`` is left alone (the URL is derived from GITHUB_REPOSITORY,
@@ -24,11 +24,11 @@ which the runner sets). The runs (:func:`scenarios`):
 
 Afterwards (:func:`after_checks`): no published release changed, every released file attested, the
 index lists this release and a previously published one and no draft. Windows legs are not executed:
-their pwsh steps' entry point calls go through the entry points' own parsers (release.plan.pwsh_args),
-plus :func:`windows_findings`. ``--model-only`` runs release.plan.workflow_model alone (seconds);
+their pwsh steps' entry point calls go through the entry points' own parsers (release.workflow.pwsh_args),
+plus :func:`windows_findings`. ``--model-only`` runs release.workflow.workflow_model alone (seconds);
 the executing mode runs it first. Not emulated: containers (the image's ``/opt/python/cpXY-cpXY`` and
 ``/usr/local/cuda-X.Y`` are mapped onto a fake image root), the GitHub cache (sccache uses a local
-folder), timeouts, concurrency, Sigstore, the network beyond release.plan.rehearsal_network.
+folder), timeouts, concurrency, Sigstore, the network beyond release.workflow.rehearsal_network.
 docs/ci.md has the details. Exit 0 when every run did what it must, 1 otherwise (the failing
 steps' output is printed).
 """
@@ -114,7 +114,7 @@ class Rehearsal:
         self.temp = root / "work" / "_temp"  # RUNNER_TEMP
         self.image = root / "image"
         self.bin = root / "bin"
-        self.github = root / "github"  # the fake GitHub's store (release.plan.fake_github)
+        self.github = root / "github"  # the fake GitHub's store (release.workflow.fake_github)
         self.producers: dict[tuple[str, str], str] = {}  # (run id, artifact) -> the job that uploaded it
         self.job_id = ""  # the job whose steps run now
         self.images: list[str] = []  # the container images the rehearsal maps onto its fake image root
@@ -126,14 +126,14 @@ class Rehearsal:
 
     # --- the machine the jobs run on -------------------------------------------------------------------------
     def _stubs(self) -> None:
-        """`gh`: the fake GitHub (release.plan.fake_github) on this rehearsal's store."""
+        """`gh`: the fake GitHub (release.workflow.fake_github) on this rehearsal's store."""
         self.bin.mkdir(parents=True, exist_ok=True)
         (self.github / "runs").mkdir(parents=True, exist_ok=True)
         gh = self.bin / "gh"
         gh.write_text(
             "#!/usr/bin/env bash\n"
             f'echo "gh $*" >> "{self.root}/gh.log"\n'
-            f'PYTHONPATH="{_paths.REPO_ROOT / "src"}" exec "{sys.executable}" -m release.plan.fake_github '
+            f'PYTHONPATH="{_paths.REPO_ROOT / "src"}" exec "{sys.executable}" -m release.workflow.fake_github '
             f'--store "{self.github}" "$@"\n',
             encoding="utf-8",
         )
@@ -288,7 +288,7 @@ class Rehearsal:
 
     def _windows_leg(self, job_id, name, job, ctx, env0) -> list[str]:
         """A Windows leg, not executed: every pwsh step it would run has its entry point calls parsed
-        by their own argparse parsers (release.plan.pwsh_args), with the leg's environment; a step that
+        by their own argparse parsers (release.workflow.pwsh_args), with the leg's environment; a step that
         needs more of the token than the job has fails as on GitHub."""
         self.log(f"  {name}: a Windows job: its pwsh steps' arguments through the entry points' parsers")
         ctx = ctx | {"runner": {"os": "Windows", "temp": "D:\\a\\_temp"}}
@@ -444,7 +444,7 @@ class Rehearsal:
             where = self.root / "setup-python"
             shutil.rmtree(where, ignore_errors=True)
             machine_venv(where)
-            # The hosted runner's network, as far as the rehearsal holds it (release.plan.rehearsal_network).
+            # The hosted runner's network, as far as the rehearsal holds it (release.workflow.rehearsal_network).
             for site in where.glob("lib/python*/site-packages"):
                 rehearsal_network.install(site)
             added_path.insert(0, str(where / "bin"))
@@ -631,7 +631,7 @@ def torch_index(root: Path) -> str:
 
 def torch_page(torches: list[str], cu: str) -> str:
     """The torch project page download.pytorch.org would serve for `torches` (+`cu`, CPython 3.10 to
-    3.14, manylinux): what release.plan.preflight is answered (release.plan.rehearsal_network)."""
+    3.14, manylinux): what release.plan.preflight is answered (release.workflow.rehearsal_network)."""
     names = [f"torch-{t}+{cu}-cp3{m}-cp3{m}-manylinux_2_28_x86_64.whl" for t in torches for m in range(10, 15)]
     links = "".join(f'<a href="../files/{n}">{n}</a><br>\n' for n in names)
     return f"<!DOCTYPE html><html><body>\n{links}</body></html>\n"
@@ -735,7 +735,7 @@ def _shard_limit(manifest: Path) -> float:
 
 
 def model_problems(workflow: Path) -> list[str]:
-    """The model-only rehearsal (release.plan.workflow_model) of release.yml and the index.yml beside it."""
+    """The model-only rehearsal (release.workflow.workflow_model) of release.yml and the index.yml beside it."""
     from release.ship import gates
     from release.workflow import workflow_model
 
@@ -746,7 +746,7 @@ def model_problems(workflow: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m release.plan.rehearsal", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m release.workflow.rehearsal", description=__doc__.split("\n")[0])
     p.add_argument("--root", type=Path, default=_paths.REPO_ROOT / "build" / "rehearsal", help="its folder")
     p.add_argument("--workflow", type=Path, default=WORKFLOW, help="release.yml (index.yml is read beside it)")
     p.add_argument("--units", default="fwd_hdim64_fp16,fwd_hdim64_fp16_causal", help="2 units: the tag's set")
@@ -830,7 +830,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"release rehearsal: every run did what it must ({minutes:.1f} minutes)")
         return 0
 
-    return run_main(body, prog="release.plan.rehearsal")
+    return run_main(body, prog="release.workflow.rehearsal")
 
 
 # --- Windows steps, checked statically ------------------------------------------------------------------
