@@ -147,7 +147,8 @@ def test_arch_rules_are_the_cmake_modules():
         arch_rules.check_archs("custom", [95])
     # No rule sentence of the CMake module is written again in Python.
     python = "".join(
-        (ROOT / "src" / "release" / "build" / f).read_text() for f in ("arch_rules.py", "options.py", "wheels.py")
+        (ROOT / "src" / "release" / f).read_text()
+        for f in ("compile/arch_rules.py", "compile/options.py", "sessions/wheels.py")
     )
     for sentence in ("is not built by this project", "is not an architecture this project builds", "needs CUDA",
                      "Valid groups:", "or newer (Ampere)", "is not an SM number", "applies to the custom group only",
