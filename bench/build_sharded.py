@@ -7,13 +7,13 @@
 
 sharded    the N shard builds run at once, each ``python -m release.archive.archives build --shard K/N
            --jobs M`` in its own build root (DIR/sharded/root-K); then ``release.archive.archives gather``,
-           then ``release.build.wheels --kernels <gathered> --no-smoke`` links the wheel (N*M jobs).
+           then ``release.sessions.wheels --kernels <gathered> --no-smoke`` links the wheel (N*M jobs).
            Recorded: each shard's wall seconds, the shard phase (the slowest shard), the gather
            and the link, and each shard's predicted seconds from the cost model
-           (``kernel_set.split_shards``, ``release.plan.compile_model.compile_wall_seconds`` on a share of the
+           (``kernel_set.split_shards``, ``release.compile.compile_model.compile_wall_seconds`` on a share of the
            machine: M cores, 1/N of its memory) beside the measured ones (the model's error).
            The wheel is copied to DIR/wheel/ and its path printed.
-unsharded  one ``release.build.wheels --no-smoke`` build of the same set with N*M jobs in DIR/unsharded/.
+unsharded  one ``release.sessions.wheels --no-smoke`` build of the same set with N*M jobs in DIR/unsharded/.
 report     nothing is built.
 
 Each part writes DIR/<part>.json when it ends (done or failed); DIR/build_sharded.json and .md are
@@ -35,7 +35,7 @@ from pathlib import Path
 import bench_common as bc
 import machine
 
-from release.plan import compile_model
+from release.compile import compile_model
 
 REPO = bc.REPO_ROOT
 PARTS = ("sharded", "unsharded")
@@ -72,8 +72,8 @@ def gather_command(python: str, shards: list[Path], out: Path) -> list[str]:
 
 
 def wheel_command(python: str, jobs: int, kernel_set: str, archs, sdist, root: Path, out: Path, kernels=None):
-    """``python -m release.build.wheels ... --no-smoke`` (with ``--kernels`` only the binding compiles)."""
-    cmd = [python, "-m", "release.build.wheels", *_common(kernel_set, archs, sdist), "--jobs", str(jobs),
+    """``python -m release.sessions.wheels ... --no-smoke`` (with ``--kernels`` only the binding compiles)."""
+    cmd = [python, "-m", "release.sessions.wheels", *_common(kernel_set, archs, sdist), "--jobs", str(jobs),
            "--build-root", str(root), "--out", str(out), "--no-smoke"]  # fmt: skip
     return cmd + (["--kernels", str(kernels)] if kernels else [])
 
@@ -91,7 +91,8 @@ def fake(cmd: list[str]) -> list[str]:
 
 
 def _fake_step(argv: list[str]) -> int:
-    """Stub of `python -m release.archive.archives build|gather` / `release.build.wheels`: the outputs, no compiler."""
+    """Stub of `python -m release.archive.archives build|gather` / `release.sessions.wheels`: the outputs, no
+    compiler."""
     out = Path(argv[argv.index("--out") + 1])
     time.sleep(float(os.environ.get("FLASH_ATTN_BENCH_SHARDED_FAKE_S", "0.2")))
     if argv[0] == "release.archive.archives" and argv[1] == "build":
@@ -113,7 +114,7 @@ def predicted_shards(kernel_set: str, archs: list[str], n: int, jobs: int, memor
     """Predicted wall seconds of each of n shards (list of {shard, units, predicted_seconds}).
 
     The split is ``kernel_set.split_shards`` (what the shard builds compile); each shard's time is
-    ``release.plan.compile_model.compile_wall_seconds`` of its units (``Unit.seconds`` x SASS targets x `speed`,
+    ``release.compile.compile_model.compile_wall_seconds`` of its units (``Unit.seconds`` x SASS targets x `speed`,
     1.0 = the reference host) plus, in shard 1, the dispatch (``release_plan.dispatch_seconds`` per
     SASS target, reference-host seconds like the units'), on a share
     of the machine: `jobs` cores and `memory_gib` / n.
@@ -244,7 +245,7 @@ def run_sharded(out: Path, n: int, m: int, kernel_set: str, archs: list[str], sd
 
 
 def run_unsharded(out: Path, n: int, m: int, kernel_set: str, archs: list[str], sdist, env: dict, wrap=None) -> dict:
-    """The unsharded part: one release.build.wheels build of the set with n*m jobs in DIR/unsharded/."""
+    """The unsharded part: one release.sessions.wheels build of the set with n*m jobs in DIR/unsharded/."""
     wrap = wrap or (lambda c: c)
     base = out / "unsharded"
     shutil.rmtree(base, ignore_errors=True)

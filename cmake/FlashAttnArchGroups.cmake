@@ -29,7 +29,7 @@
 # (group name, toolkit spelling, SM list), flash_attn_arch_group_check (the SM
 # rules of the manifest) and _flash_attn_arch_group_emit (the entries above).
 # The rules are written here only: the Python release tooling runs the first
-# two through cmake/scripts/CheckArchGroup.cmake (release.build.arch_rules), with the
+# two through cmake/scripts/CheckArchGroup.cmake (release.compile.arch_rules), with the
 # remedies worded for its flags (ARCHS_FLAG, GROUP_HINT, CUSTOM_PREFIX, ...).
 
 include("${CMAKE_CURRENT_LIST_DIR}/FlashAttnManifest.cmake")
@@ -313,7 +313,7 @@ endfunction()
 # Step 2 of 3: the SM rules of the manifest ("archs", "arch_groups") on the
 # list flash_attn_arch_group_parse() returned. This is the one place these
 # rules are written; the Python release tooling asks it through
-# cmake/scripts/CheckArchGroup.cmake (release.build.arch_rules).
+# cmake/scripts/CheckArchGroup.cmake (release.compile.arch_rules).
 # Arguments:
 #   GROUP, ARCHS  the group and its SMs (integers, ascending).
 #   CUDA_VERSION  the toolkit; without it the toolkit rule is skipped (the

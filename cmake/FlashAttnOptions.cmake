@@ -37,7 +37,7 @@ endfunction()
 # flash_attn_option_text(<out_var> <name> <field>)
 #   A text of options.<name> (doc, invalid) with {choices} (joined with ", "), {min}, {below} and
 #   {default} filled in from the same entry, so a bound or a choice is written once in the manifest;
-#   release.build.options fills in the same placeholders (fill_text).
+#   release.compile.options fills in the same placeholders (fill_text).
 function(flash_attn_option_text out_var name field)
   flash_attn_option_field(text ${name} ${field})
   flash_attn_option_choices(choices ${name})
@@ -56,7 +56,7 @@ endfunction()
 #   FlashAttnArchGroups.cmake, the kernel set by kernel_set.py).
 #   enum: one of its choices; number/integer: matches `pattern` (integer: digits only), >= `min`, < `below`.
 #   An empty value passes (an option whose default is "" is unset). Errors: FATAL_ERROR
-#   "flash_attn: <name>='<value>' <invalid sentence>", the sentence release.build.options prints too.
+#   "flash_attn: <name>='<value>' <invalid sentence>", the sentence release.compile.options prints too.
 function(flash_attn_option_check name value)
   flash_attn_option_field(invalid ${name} invalid)
   if(NOT invalid OR "${value}" STREQUAL "")

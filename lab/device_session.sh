@@ -216,8 +216,8 @@ tree_wheel() {
     -C cmake.define.FLASH_ATTN_CUTLASS_DIR="$W/tree/pin/flash_attn-$UPSTREAM/csrc/cutlass/include" "$ROOT"
 }
 export TREE_KSET TREE_JOBS
-host_build() {  # the host phase's kernels (and a first exact wheel): release.build.wheels compiles and archives them
-  python3 -m release.build.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" --sdist "$SDIST" \
+host_build() {  # the host phase's kernels (and a first exact wheel): release.sessions.wheels compiles and archives them
+  python3 -m release.sessions.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" --sdist "$SDIST" \
     --jobs "$JOBS" --torch-abi exact --no-smoke --build-root "$W/host_root" --out "$W/host_first"
 }
 timed_steps() {  # wheel: validation report and kernel benchmark (with host overhead) on a quiet machine
@@ -248,7 +248,7 @@ link_both() {  # phase: the exact and the stable-ABI wheel linked from $HOST_ROO
   rm -f "$W/linked.stamp"
   for abi in exact stable; do
     rm -rf "$W/host_$abi"
-    step "link_$abi" 200 python3 -m release.build.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
+    step "link_$abi" 200 python3 -m release.sessions.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
       --sdist "$SDIST" --jobs "$JOBS" --kernels "$kernels" --torch-abi "$abi" --no-smoke \
       --build-root "$HOST_ROOT" --out "$W/host_$abi" > /dev/null || { echo "$1: linking the $abi wheel failed"; tail -n 30 "$R/link_$abi.txt"; return 1; }
     wheel=$(ls "$W/host_$abi"/flash_attn-*.whl | head -1)
@@ -324,7 +324,7 @@ shards_machine() {  # the machine of the shards phase's builds, written once per
   } > "$W/shards_machine.txt" 2>&1
   cp "$W/shards_machine.txt" "$R/machine.txt"
 }
-shard_progress() {  # the last progress line of each build of the shards phase (release.build.progress)
+shard_progress() {  # the last progress line of each build of the shards phase (release.compile.progress)
   local f
   for f in "$W"/bs/sharded/logs/*.log "$W"/bs/unsharded/logs/*.log; do
     [ -f "$f" ] && printf '%s: %s\n' "$(basename "$f" .log)" "$(tr '\r' '\n' < "$f" | grep -a 'kernel units\|edges' | tail -1)"
@@ -340,7 +340,7 @@ wait_part() {  # name function: start the part detached unless done or running, 
   return 1
 }
 
-build_preflight() {  # phase: release.build.wheels builds with `python -m build --no-isolation` and its
+build_preflight() {  # phase: release.sessions.wheels builds with `python -m build --no-isolation` and its
   # dependency check (pyproject's build requires: scikit-build-core, cmake, ninja as Python packages)
   # and retags with `wheel`
   [ "${FLASH_ATTN_BENCH_SHARDED_FAKE:-0}" = 1 ] && return 0
@@ -351,7 +351,7 @@ build_preflight() {  # phase: release.build.wheels builds with `python -m build 
 
 # The release phase: the stable-ABI wheel from the sharded part's gathered archive ($KERNELS)
 stable_link() {
-  python3 -m release.build.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" --sdist "$SDIST" \
+  python3 -m release.sessions.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" --sdist "$SDIST" \
     --jobs "$JOBS" --kernels "$KERNELS" --torch-abi stable --no-smoke --build-root "$W/stable_root" --out "$W/host_stable"
 }
 release_wait() {  # the sharded part (detached), and the stable link once its gathered archive exists;
@@ -522,7 +522,7 @@ bench)
   ;;
 shards)
   shards_machine
-  # release.build.wheels builds with `python -m build --no-isolation` and its dependency check (pyproject's
+  # release.sessions.wheels builds with `python -m build --no-isolation` and its dependency check (pyproject's
   # build requires: scikit-build-core, cmake, ninja as Python packages) and retags with `wheel`
   build_preflight shards || exit 3
   report() { cp "$W"/bs/build_sharded.md "$W"/bs/build_sharded.json "$W"/bs/*.json "$R/" 2>/dev/null
@@ -599,7 +599,7 @@ stable)
     rm -rf "$W/site_shard"; python3 -m pip install -q --no-deps --no-index --target "$W/site_shard" "$exact_wheel" || exit 3
     echo "$exact_wheel" > "$W/site_shard/.from"
   fi
-  once stable_link 300 python3 -m release.build.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
+  once stable_link 300 python3 -m release.sessions.wheels --arch-group custom --cuda-archs "$ARCHS" --kernel-set "$KSET" \
     --sdist "$SDIST" --jobs "$JOBS" --kernels "$kernels" --torch-abi stable --no-smoke \
     --build-root "$W/stable_root" --out "$W/stable_dist" || { echo "stable: link failed"; exit 1; }
   wheel=$(ls "$W"/stable_dist/flash_attn-*.whl | head -1)
@@ -662,7 +662,7 @@ print('torch', torch.__version__, 'max |out - sdpa|', (out - ref).abs().max().it
   exit $rc
   ;;
 host)
-  # Issue 14 on the GPU: the dev set's kernels compiled once (release.build.wheels, exact ABI, detached; about
+  # Issue 14 on the GPU: the dev set's kernels compiled once (release.sessions.wheels, exact ABI, detached; about
   # 9 minutes), then every call relinks the exact and the stable-ABI wheel from that kernels archive (the
   # binding alone compiles, so a changed binding costs a minute) and runs HOST_STEPS (default: opcheck and
   # host profile of both wheels, then the kernel benchmark of both with the host-overhead table). Steps

@@ -6,7 +6,7 @@
     python lab/unit_costs.py --ninja-log shard1.txt [--ninja-log shard2.txt ...] [--sharded sharded.json]
                              [--archs 90] [--memory-gib 128] [--json OUT.json]
 
-Reads each log with release.build.progress's ninja-log reader (the last line of an output wins) and
+Reads each log with release.compile.progress's ninja-log reader (the last line of an output wins) and
 takes the kernel units' edges (``kernels/units/<unit>.cu``): one compile per unit for the build's
 single arch. ``measured_seconds`` keys are the manifest's (``<kind>_hdim<D>[_causal]``, the mean of
 fp16 and bf16, seconds per arch). With ``--sharded`` (bench/build_sharded.py's record of the shards'
@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from kernels import kernel_set as kernel_sets  # noqa: E402
-from release.build import progress  # noqa: E402
+from release.compile import progress  # noqa: E402
 
 
 def unit_seconds(logs: list[Path]) -> dict[str, float]:

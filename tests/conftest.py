@@ -1,7 +1,7 @@
 """Fixtures shared by every test folder, and the skip policy of the test command.
 
 `upstream_sdist` and `upstream_tree` give tests the pinned upstream FlashAttention-2 source the
-way the build obtains it (release.build.upstream: $FLASH_ATTN_SDIST, else the download cache, else a pip
+way the build obtains it (release.compile.upstream: $FLASH_ATTN_SDIST, else the download cache, else a pip
 download; always hash-checked), extracted once per run into a temporary folder. No test looks
 for the upstream tree at a path of its own.
 """
@@ -29,7 +29,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def upstream_sdist() -> Path:
     """Path of the verified pinned sdist (flash_attn-2.8.3.post2.tar.gz); downloaded if absent."""
-    from release.build import upstream
+    from release.compile import upstream
     from release.errors import ReleaseError
 
     try:
@@ -42,6 +42,6 @@ def upstream_sdist() -> Path:
 def upstream_tree(upstream_sdist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Root of the extracted pinned sdist (holds setup.py, flash_attn/, csrc/). Treat it as read-only:
     tests that patch files copy what they patch into their own tmp_path."""
-    from release.build import upstream
+    from release.compile import upstream
 
     return upstream.extract_sdist(upstream_sdist, tmp_path_factory.mktemp("upstream"))

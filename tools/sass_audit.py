@@ -35,7 +35,7 @@ from pathlib import Path
 import apply_deltas  # src/kernels/: run as PYTHONPATH=src:src/kernels python tools/sass_audit.py
 
 from release import manifest
-from release.build import upstream
+from release.compile import upstream
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIGS = "sm_100:1,sm_100:0,sm_120:1,sm_120:0,sm_80:1"

@@ -1,5 +1,5 @@
 # CheckArchGroup.cmake: the arch-group rules of cmake/FlashAttnArchGroups.cmake for callers outside a
-# configure (the Python release tooling, release.build.arch_rules), so the rules are written once.
+# configure (the Python release tooling, release.compile.arch_rules), so the rules are written once.
 #
 # Usage (script mode):
 #   cmake -DGROUP=<g> [-DARCHS=<80,90>] [-DCUDA_VERSION=<x.y[.z]>] [-DGROUP_ONLY=ON | -DPARSE_ONLY=ON]

@@ -17,7 +17,7 @@ Both end in this project's revision of the upstream release, ``rev<REVISION>``
 Lowercase, PEP 440 normal form; a wheel of any kernel set but ``release`` gets the set's
 name as one more segment (``...legacy.rev1.ci``), so a dry-run wheel never carries a release
 wheel's name. The runtime uses it to name the wheel to install (:mod:`flash_attn._compat`), and the
-release tooling to tag wheels and plan their names (``release.ship.tagging``, ``release.plan.matrix``):
+release tooling to tag wheels and plan their names (``release.compile.tagging``, ``release.plan.matrix``):
 both import this module, so it imports nothing outside the standard library.
 """
 
@@ -127,7 +127,7 @@ def local_label(
 def label_of(info: Mapping[str, Any], group: str | None = None) -> str:
     """The label of the wheel a build info describes, for ``group`` (default: its own): the one way a
     build info becomes a :func:`local_label`, used by the runtime (``flash_attn._build_info.local_label``,
-    which names the other group's wheel) and the release tooling (``release.ship.tagging.local_label``).
+    which names the other group's wheel) and the release tooling (``release.compile.tagging.local_label``).
 
     The CUDA is the build's toolkit (``cuda_version``), else torch's (``torch_cuda_version``); a
     missing ``cxx11_abi`` is true and a missing ``kernel_set`` is release (the release tooling

@@ -3,7 +3,7 @@
 Each :class:`EnvVar` says what a variable means, its default, the files that read (or set for a child
 process) it, and what it affects: a ``build``, the ``runtime`` (``import flash_attn``), a
 ``benchmark``, ``CI`` or a ``test``. The build options of the manifest's ``options`` table are
-environment variables too (CMake's ``flash_attn_option`` and ``release.build.options`` read each);
+environment variables too (CMake's ``flash_attn_option`` and ``release.compile.options`` read each);
 they are not repeated here: :func:`option_names` takes them from the manifest, and the table names
 them with a link to the options table of docs/release.md.
 
@@ -63,7 +63,7 @@ REGISTRY: tuple[EnvVar, ...] = (
             "src/kernels/kernel_set.py",
             "noxfile.py",
             "flash_attn/_loader.py",
-            "src/release/plan/rehearsal.py",
+            "src/release/workflow/rehearsal.py",
         ),
         ("build", "runtime", "CI"),
     ),
@@ -75,8 +75,8 @@ REGISTRY: tuple[EnvVar, ...] = (
         "else `~/.cache/flash_attn_wheels`",
         (
             "cmake/FlashAttnUpstream.cmake",
-            "src/release/build/options.py",
-            "src/release/build/estimate.py",
+            "src/release/compile/options.py",
+            "src/release/compile/estimate.py",
             "bench/build.py",
         ),
         ("build", "benchmark"),
@@ -85,7 +85,7 @@ REGISTRY: tuple[EnvVar, ...] = (
         "FLASH_ATTN_CACHE",
         "the compile cache in front of nvcc and the C++ compiler: `none` or `sccache` (the `--cache` flag wins)",
         "`none`",
-        ("src/release/build/options.py", "noxfile.py"),
+        ("src/release/compile/options.py", "noxfile.py"),
         ("build",),
     ),
     EnvVar(
@@ -93,7 +93,7 @@ REGISTRY: tuple[EnvVar, ...] = (
         "the SMs of this machine's GPUs for the build's prediction and the dev build's arch choice, "
         "e.g. `89` or `80,90`; `none` for no GPU",
         "unset: asks torch",
-        ("src/release/build/estimate.py",),
+        ("src/release/compile/estimate.py",),
         ("build",),
     ),
     EnvVar(
@@ -144,7 +144,7 @@ REGISTRY: tuple[EnvVar, ...] = (
         "JSON of the container images and web pages the offline release rehearsal serves; set by the "
         "rehearsal for the steps it runs, not by hand",
         "`{}`",
-        ("src/release/plan/rehearsal.py", "src/release/plan/rehearsal_network.py"),
+        ("src/release/workflow/rehearsal.py", "src/release/workflow/rehearsal_network.py"),
         ("CI",),
     ),
     EnvVar(
@@ -218,7 +218,7 @@ STANDARD: tuple[str, ...] = (
 
 def option_names(data: dict) -> list[str]:
     """The build options of manifest `data` (its ``options`` keys, in order): each is also an
-    environment variable, read by cmake/FlashAttnOptions.cmake and src/release/build/options.py."""
+    environment variable, read by cmake/FlashAttnOptions.cmake and src/release/compile/options.py."""
     return list(data["options"])
 
 
@@ -242,7 +242,7 @@ def table(data: dict) -> str:
         f"The build options are environment variables too (build): {options}. A flag wins over the variable, "
         "the variable over the manifest's default (the arch group's exception: [reference.md](reference.md#options)); "
         "flags and defaults are in the [options table](release.md#options-of-the-wheel-sessions). Read by "
-        "`cmake/FlashAttnOptions.cmake` and `src/release/build/options.py`.",
+        "`cmake/FlashAttnOptions.cmake` and `src/release/compile/options.py`.",
         "",
         f"Also read, with the meaning their own tools give them: {standard}.",
     ]

@@ -6,7 +6,7 @@ index is the GitHub Pages site of the repository the release workflow runs in, `
 that URL holds only for builds in that repository, so a fork's tag never ships wheels that send its
 users to another project's index (release.ship.gates ``plan`` refuses such a tag in its first minute).
 
-The wheel build (release.build.builder.build_env) passes :func:`resolve` to CMake as
+The wheel build (release.compile.builder.build_env) passes :func:`resolve` to CMake as
 ``FLASH_ATTN_INDEX_URL``; cmake/FlashAttnBuildInfo.cmake records it as the build info's
 ``install.index_url``, which ``python -m flash_attn`` prints as the install line. A build outside a
 workflow (no ``GITHUB_REPOSITORY``) records "" and the install line is left out. Stdlib only: the

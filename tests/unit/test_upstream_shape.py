@@ -3,7 +3,7 @@
 Trees are synthetic variants of the pinned sdist's csrc/flash_attn/src (the shared `upstream_tree`
 fixture): the pinned tree itself, a main-style tree (``uint64_t philox_args[4]`` read back through
 a reinterpret_cast, as upstream main since PR #2669 has it), and trees of shapes the binding does
-not know. The configure-time refusal through CMake is tests/build/test_source_trees.py.
+not know. The configure-time refusal through CMake is tests/real_builds/test_source_trees.py.
 """
 
 from __future__ import annotations

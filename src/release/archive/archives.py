@@ -41,11 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
-from release import _paths, locks, outputs, pins
+from release import _paths, checksums, locks, outputs, pins
 from release.archive import integrity
-from release.build import build_dirs, builder, compile_cache, estimate, options, prepare, progress, toolchain
+from release.compile import build_dirs, builder, compile_cache, estimate, options, prepare, progress, toolchain
 from release.errors import ReleaseError, run_main
-from release.ship import checksums
 
 MANIFEST_NAME = integrity.MANIFEST_NAME
 EXPORT_NAME = "kernels_export.json"  # written by cmake/FlashAttnKernels.cmake at generate time
@@ -235,7 +234,7 @@ def build(
     """Compile the kernel set (or one shard) of `opts` and archive it; returns (archive, summary).
 
     The archive goes to `out` (default: the kernels build folder itself, ``<build>/archive``).
-    `prediction` (release.build.estimate.kernels_step) drives the ETA, goes into the summary, and the
+    `prediction` (release.compile.estimate.kernels_step) drives the ETA, goes into the summary, and the
     measured speed is recorded for the next prediction (estimate.record).
     Raises ReleaseError when the configure or the build fails (with the log's tail).
     """

@@ -1,9 +1,7 @@
-"""Building one wheel or a dev install on this machine.
+"""Deprecated aliases of the modules that were release.build before it became release.compile.
 
-From the options (:mod:`~release.build.options`, :mod:`~release.build.arch_rules`) and the
-toolchain probe (:mod:`~release.build.toolchain`), through the one prepare step
-(:mod:`~release.build.prepare`), to the build folder (:mod:`~release.build.build_dirs`), the Ninja
-run with its progress, prediction and compile cache, and the ``wheel_*`` and ``dev`` sessions
-themselves (:mod:`~release.build.wheels`, :mod:`~release.build.dev`). The kernel objects' archives
-are :mod:`release.archive`; what happens to a built wheel is :mod:`release.ship`.
+Kept for one release so that ``python -m release.build.<module>`` keeps working (each warns and runs
+the module at its new path); docs/design.md ("Layers") says where each went. The package is named
+``build`` only for the old paths: ruff's exclude is anchored to the repository root's ``./build``,
+so these files are linted too.
 """

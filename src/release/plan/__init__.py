@@ -1,7 +1,9 @@
 """The release's plan, before anything is built.
 
-The build matrix and its job lists (:mod:`~release.plan.matrix`), the cost model of a runner's
-compiles (:mod:`~release.plan.compile_model`), every job's predicted minutes
-(:mod:`~release.plan.plan`), the docs' tables rendered from the manifest, and the release
-workflow rehearsed on this machine (:mod:`~release.plan.rehearsal`, :mod:`~release.plan.gha`).
+The build matrix and its job lists (:mod:`~release.plan.matrix`), every job's predicted minutes
+(:mod:`~release.plan.plan`, from the cost model :mod:`release.compile.compile_model`), the matrix
+job's preflight (:mod:`~release.plan.preflight`) and the docs' tables rendered from the manifest
+(:mod:`~release.plan.doc_tables`). The release workflow rehearsed on this machine is
+:mod:`release.workflow`. Layer: below :mod:`release.ship` (whose gates read the matrix), above
+:mod:`release.compile` and :mod:`release.windows` (docs/design.md "Layers").
 """

@@ -14,7 +14,7 @@ to its jobs with ``fromJSON``. ``--stage`` picks the list:
   (none today); ``--torch-abi exact`` gives one per-torch wheel per (OS, group, CUDA, torch).
 - ``shards``: one entry per (OS, CUDA, group) and shard ``K/N``: the torch-free job that compiles
   that slice of the kernel set (``nox -s archive_<group> -- --shard K/N``); N is the shard count
-  of release.plan.compile_model (every shard job predicted within the job limit on a hosted runner).
+  of release.compile.compile_model (every shard job predicted within the job limit on a hosted runner).
 - ``gather``: one entry per (OS, CUDA, group): the job that checks its N shard archives and writes
   the kernels archive the link jobs download (``nox -s archive_gather``).
 
@@ -34,7 +34,7 @@ its ``arch_groups`` marked ``released``, the kernel sets its ``kernels.sets``.
 The local version label is ``cu<XY>torch<torch>cxx11abi<true|false>.<group>`` for a per-torch
 wheel and ``cu<XY>torchstable<torch_min>.<group>`` for a stable-ABI one (plus
 ``.<kernel set>`` for any set but ``release``), spelled by
-src/flash_attn_wheel_names/label.py, the definition :func:`release.ship.tagging.local_label` uses on a wheel's build
+src/flash_attn_wheel_names/label.py, the definition :func:`release.compile.tagging.local_label` uses on a wheel's build
 info too. ``cxx11abi`` is what torch reports as ``torch._C._GLIBCXX_USE_CXX11_ABI``: true for the
 Linux builds of these torch versions (libstdc++ new ABI only since torch 2.7), and true on Windows
 too: MSVC has no such ABI switch, but torch reports the flag as set on every platform
@@ -62,8 +62,8 @@ from pathlib import Path
 
 from flash_attn_wheel_names import label as wheel_label
 from release import _paths, manifest
+from release.compile import compile_model
 from release.errors import ReleaseError, run_main
-from release.plan import compile_model
 
 _MANIFEST = manifest.load()
 _MATRIX = _MANIFEST["release_matrix"]
@@ -256,7 +256,7 @@ def _kernels_common(link: dict) -> dict:
 
 
 def shard_entries(links: list[dict]) -> list[dict]:
-    """The shard jobs of the (OS, CUDA, group) of `links`: N per build (release.plan.compile_model.shard_count)."""
+    """The shard jobs of the (OS, CUDA, group) of `links`: N per build (release.compile.compile_model.shard_count)."""
     out = []
     for link in {kernels_build(e["os"], e["cuda"], e["group"]): e for e in links}.values():
         common = _kernels_common(link)
@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
 
     def body() -> int:
-        # MatrixError, and release.plan.compile_model's PlanError (a job over the limit), are ReleaseErrors: exit 2
+        # MatrixError, and release.compile.compile_model's PlanError (a job over the limit), are ReleaseErrors: exit 2
         matrix = build_matrix(
             args.os,
             args.group,

@@ -16,7 +16,7 @@ prints ``FLASH_ATTN_JOBS=<n>`` for the machine it runs on by the rule the plan a
 workflow's build jobs use it).
 
 The model (numbers and their sources: ``release_plan`` in build-manifest.json; the per-job part, with
-the shard count, is release.plan.compile_model, which release.plan.matrix uses too):
+the shard count, is release.compile.compile_model, which release.plan.matrix uses too):
 
 - one unit costs ``Unit.seconds x SASS targets x speed_factor`` CPU-seconds on a runner core
   (the group's PTX target shares its virtual arch with the newest SASS target and costs ~1 %,
@@ -55,9 +55,7 @@ from dataclasses import asdict
 
 from kernels import kernel_set as kernel_sets
 from release import manifest
-from release.errors import ReleaseError, run_main
-from release.plan import matrix
-from release.plan.compile_model import (
+from release.compile.compile_model import (
     GATHER_OS,
     LIMIT_MINUTES,
     MARGIN_PERCENT,
@@ -77,6 +75,8 @@ from release.plan.compile_model import (
     unit_cpu_seconds,
     units_of,
 )
+from release.errors import ReleaseError, run_main
+from release.plan import matrix
 
 _MANIFEST = manifest.load()
 _PLAN = _MANIFEST["release_plan"]

@@ -35,11 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flash_attn_wheel_names import label as wheel_label
-from release import _paths, index_url
-from release.build import toolchain
+from release import _paths, checksums, index_url
+from release.compile import toolchain
 from release.errors import ReleaseError, run_main
 from release.plan import matrix
-from release.ship import checksums
 
 RELEASE_WORKFLOW = ".github/workflows/release.yml"
 TAG_PREFIX = "refs/tags/"

@@ -19,7 +19,7 @@ hash and refuses a file that differs. The default base URL is the GitHub release
 version's tag, ``https://github.com/<repo>/releases/download/v<version>-rev<N>/`` (the repo: ``--repo``, else
 ``$GITHUB_REPOSITORY``); GitHub keeps the ``+`` of a local version in asset names. A wheel with a
 ``<wheel>.sha256`` beside it must still match it, and ``write`` of a release folder checks its
-SHA256SUMS first (release.ship.checksums).
+SHA256SUMS first (release.checksums).
 
 ``--published RELEASES.jsonl --sums-dir DIR --repo OWNER/NAME --out SITE`` (index.yml) writes the same
 layout for every published release at once, so earlier releases stay installable when a new one is
@@ -47,9 +47,9 @@ from pathlib import Path
 
 from flash_attn_wheel_names import install as wheel_install
 from flash_attn_wheel_names import label as wheel_label
-from release import index_url
+from release import checksums, index_url
+from release.compile import tagging
 from release.errors import ReleaseError, run_main
-from release.ship import checksums, tagging
 
 PROJECT = "flash-attn"  # PEP 503 normalized name of the flash_attn distribution
 # the release tag is release.ship.gates.expected_tag: v<version>-rev<REVISION of flash_attn_wheel_names.label>

@@ -9,7 +9,7 @@ For each ``flash_attn-*-linux_x86_64.whl``:
    external library the policy does not list *except* those torch provides at run time
    (:data:`PROVIDED_BY_TORCH`: libtorch*, libc10*, libcudart, the driver's libcuda), which are never
    vendored; and a wheel that already vendors libraries (a ``*.libs/`` folder) is refused;
-3. no problem: the platform tag becomes ``<policy>_x86_64`` (``release.ship.tagging.retag_platform``)
+3. no problem: the platform tag becomes ``<policy>_x86_64`` (``release.compile.tagging.retag_platform``)
    and the ``.sha256`` beside the wheel is rewritten; a problem: exit 2, the wheel left as it was.
 
 ``auditwheel repair`` is not used: it would copy libtorch and libcudart into the wheel.
@@ -27,8 +27,9 @@ import sys
 import zipfile
 from pathlib import Path
 
+from release import checksums
+from release.compile import tagging
 from release.errors import ReleaseError, run_main
-from release.ship import checksums, tagging
 
 DEFAULT_POLICY = "manylinux_2_28"
 # DT_NEEDED libraries the wheel may keep external: torch's wheel and its nvidia-* dependencies

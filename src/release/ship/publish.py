@@ -27,10 +27,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from release import _paths, locks, outputs
-from release.build.options import check_writable
+from release import _paths, checksums, locks, outputs
+from release.compile.options import check_writable
 from release.errors import ReleaseError, run_main
-from release.ship import checksums, index, reports, smoke
+from release.ship import index, reports, smoke
 
 
 def collect_wheels(sources: list[Path]) -> list[Path]:
@@ -164,7 +164,7 @@ def match_reports(
 def verify_release(folder: Path) -> list[str]:
     """Re-check a release folder: it holds regular files only (what is published: no folder, no
     link), SHA256SUMS names exactly those files, each once and nothing outside the folder
-    (release.ship.checksums, release.confine), they verify (python and `sha256sum -c`), and so
+    (release.checksums, release.confine), they verify (python and `sha256sum -c`), and so
     does each wheel. ReleaseError naming the folder and the first offending entry otherwise."""
     sums = folder / "SHA256SUMS"
     if not sums.is_file() or sums.is_symlink():

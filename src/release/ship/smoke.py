@@ -35,9 +35,9 @@ import tempfile
 import venv
 from pathlib import Path
 
-from release import _paths
+from release import _paths, checksums
+from release.compile import tagging
 from release.errors import CheckFailed, ReleaseError, run_main
-from release.ship import checksums, tagging
 
 CHECK_SCRIPT = Path(__file__).with_name("smoke_check.py")
 RELEASE_PATHS = _paths.REPO_ROOT / "tools" / "release_paths.py"
@@ -60,13 +60,13 @@ def check_contents(wheel: Path, group: str | None = None) -> tuple[tagging.Wheel
     if facts.version != tagging.tagged_version(facts.version, label):
         raise ReleaseError(
             f"{wheel.name} has version {facts.version} but its build info implies the label +{label}; "
-            "re-tag it with release.ship.tagging.retag"
+            "re-tag it with release.compile.tagging.retag"
         )
     requirement = tagging.torch_requirement(info)  # torch>=<min> (stable ABI) or torch==<its torch> (exact)
     if tagging.metadata_torch_requirements(wheel) != [requirement]:
         raise ReleaseError(
             f"{wheel.name}: its METADATA does not require {requirement} (found "
-            f"{tagging.metadata_torch_requirements(wheel)}); re-tag it with release.ship.tagging.retag"
+            f"{tagging.metadata_torch_requirements(wheel)}); re-tag it with release.compile.tagging.retag"
         )
     return facts, info
 
@@ -122,7 +122,7 @@ def _match_torch(python: Path, info: dict, cwd: Path, want: str | None = None, i
     """Install torch ``want`` into the venv when given and the venv sees another; without ``want``, install
     the torch the wheel was built against when the one the venv sees does not fit it (:func:`torch_fits`).
     ``index``: the index torch alone comes from (``pip install --index-url``, e.g. PyTorch's cu130 index)."""
-    from release.build.toolchain import torch_public_version
+    from release.compile.toolchain import torch_public_version
 
     query = "import torch; print(torch.__version__)"
     proc = subprocess.run([str(python), "-c", query], capture_output=True, text=True, cwd=cwd, env=_clean_env())

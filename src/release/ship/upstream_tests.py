@@ -27,10 +27,10 @@ import tempfile
 from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
-from release import _paths, manifest
-from release.build import upstream
+from release import _paths, checksums, manifest
+from release.compile import tagging, upstream
 from release.errors import ReleaseError, run_main
-from release.ship import checksums, reports, tagging
+from release.ship import reports
 
 TEST_FILES = ("tests/test_flash_attn.py", "tests/test_rotary.py")
 PLUGIN = "release.ship.upstream_tests_plugin"

@@ -9,7 +9,7 @@
    prints the environment the script made;
 3. every variable that differs from this process's environment (PATH, INCLUDE, LIB, LIBPATH,
    VCToolsInstallDir, ...) is appended to ``$GITHUB_ENV``, with ``CC=cl`` and ``CXX=cl`` so that
-   CMake and ``release.build.toolchain`` take MSVC, never the MinGW gcc that windows-2022 has on PATH.
+   CMake and ``release.compile.toolchain`` take MSVC, never the MinGW gcc that windows-2022 has on PATH.
 
 Nothing is installed and nothing but Microsoft's own tools runs.
 """

@@ -27,7 +27,7 @@ def test_commands(tmp_path):
     assert cmd[cmd.index("--shard") + 1] == "2/4" and cmd[cmd.index("--jobs") + 1] == "3"
     assert cmd[cmd.index("--cuda-archs") + 1] == "90" and cmd[cmd.index("--sdist") + 1] == "/s.tar.gz"
     link = bs.wheel_command("py", 16, "dev", ["80", "90"], None, tmp_path / "l", tmp_path / "d", tmp_path / "k")
-    assert link[2] == "release.build.wheels" and "--no-smoke" in link
+    assert link[2] == "release.sessions.wheels" and "--no-smoke" in link
     assert link[-2:] == ["--kernels", str(tmp_path / "k")]
     assert link[link.index("--cuda-archs") + 1] == "80,90" and "--sdist" not in link
     assert "--kernels" not in bs.wheel_command("py", 16, "dev", ["90"], None, tmp_path, tmp_path)

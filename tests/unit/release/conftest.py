@@ -20,7 +20,7 @@ def no_kernels_build(monkeypatch):
     is replaced by one that returns an archive path and an empty summary, so the flow tests reach
     the binding build (builder.run_build, which they replace themselves). Returns the calls."""
     from release.archive import archives
-    from release.build import progress
+    from release.compile import progress
 
     calls = []
 
@@ -35,15 +35,15 @@ def no_kernels_build(monkeypatch):
 @pytest.fixture(autouse=True)
 def steady_machine(monkeypatch):
     """Predictions see an idle machine exactly as fast as the reference of the calibration
-    (release.build.machine): no benchmark second per test, and the same numbers on every machine.
+    (release.compile.machine): no benchmark second per test, and the same numbers on every machine.
     Tests of the calibration and the registry themselves put the real ones back."""
     import contextlib
 
-    from release.build import estimate, machine
+    from release.compile import estimate, machine
 
     fixed = machine.Calibration(machine.REFERENCE_CPU_SECONDS, 1.0, 0.0)
     monkeypatch.setattr(estimate, "calibration", lambda: fixed)
-    # the tests' builds do not register in the user's cache (release.build.machine.running)
+    # the tests' builds do not register in the user's cache (release.compile.machine.running)
     monkeypatch.setattr(machine, "running", lambda cache, what: contextlib.nullcontext())
     return fixed
 

@@ -24,11 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from release_fakes import build_info, make_wheel
 
-from release import manifest
-from release.build import arch_rules, builder, options, toolchain, wheels
-from release.build.toolchain import Toolchain
+from release import checksums, manifest
+from release.compile import arch_rules, builder, options, tagging, toolchain
+from release.compile.toolchain import Toolchain
 from release.errors import ReleaseError
-from release.ship import checksums, publish, smoke, tagging
+from release.sessions import wheels
+from release.ship import publish, smoke
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -136,7 +137,7 @@ def test_archs_the_toolkit_cannot_build_are_refused_before_the_build_folder(
 
 
 def test_arch_rules_are_the_cmake_modules():
-    """release.build.arch_rules asks cmake/FlashAttnArchGroups.cmake (cmake -P), which reads the manifest."""
+    """release.compile.arch_rules asks cmake/FlashAttnArchGroups.cmake (cmake -P), which reads the manifest."""
     assert arch_rules.check_archs("legacy") == [80, 89, 90] and arch_rules.check_archs("blackwell") == [100, 120, 121]
     assert arch_rules.check_archs("custom", [90, 80, 90], "12.8") == [80, 90]
     assert arch_rules.parse_archs("9.0, sm_80;80") == [80, 90] and arch_rules.parse_archs(" ; ") == []
@@ -146,7 +147,8 @@ def test_arch_rules_are_the_cmake_modules():
         arch_rules.check_archs("custom", [95])
     # No rule sentence of the CMake module is written again in Python.
     python = "".join(
-        (ROOT / "src" / "release" / "build" / f).read_text() for f in ("arch_rules.py", "options.py", "wheels.py")
+        (ROOT / "src" / "release" / f).read_text()
+        for f in ("compile/arch_rules.py", "compile/options.py", "sessions/wheels.py")
     )
     for sentence in ("is not built by this project", "is not an architecture this project builds", "needs CUDA",
                      "Valid groups:", "or newer (Ampere)", "is not an SM number", "applies to the custom group only",
@@ -422,7 +424,7 @@ def test_an_empty_shard_is_refused_not_the_whole_set(env, capsys, no_kernels_bui
 
 @pytest.mark.parametrize("flag", ["--kernel-set", "--cuda-archs"])
 def test_dev_refuses_an_empty_flag_instead_of_its_default(env, capsys, monkeypatch, flag):
-    from release.build import dev
+    from release.sessions import dev
 
     monkeypatch.setattr(dev.builder, "run_streamed", lambda *a, **k: pytest.fail("a build was started"))
     code = dev.main([flag, "", "--arch-group", "custom"], probe=lambda: GOOD, visible=lambda: [90])
@@ -492,7 +494,7 @@ def test_any_torch_version_text_is_a_version_or_one_error(version):
 
 @pytest.mark.parametrize("value", ["abc", "80,x", "8.0", ",", "sm_90"])
 def test_visible_sms_that_are_no_sm_numbers_are_one_error(env, capsys, monkeypatch, value):
-    from release.build import dev
+    from release.sessions import dev
 
     monkeypatch.setenv("FLASH_ATTN_VISIBLE_SMS", value)
     monkeypatch.setattr(dev.builder, "run_streamed", lambda *a, **k: pytest.fail("a build was started"))
@@ -503,7 +505,7 @@ def test_visible_sms_that_are_no_sm_numbers_are_one_error(env, capsys, monkeypat
 @SETTINGS
 @given(value=st.text(max_size=10))
 def test_visible_sms_parse_or_refuse(value):
-    from release.build import estimate
+    from release.compile import estimate
 
     try:
         found = estimate.visible_sms({"FLASH_ATTN_VISIBLE_SMS": value})
@@ -582,7 +584,7 @@ def test_the_next_build_under_the_root_stops_a_killed_sessions_compiles_in_anoth
     from test_faults import start_session
 
     from release import procs
-    from release.build import prepare
+    from release.compile import prepare
 
     root = env / "build"
     session, compiler = start_session(env, root / "killed-build-folder")

@@ -33,12 +33,13 @@ from fault_probes import Probe
 from release_fakes import build_info, make_wheel, validation_report
 from test_release_archives import SET, make_shard
 
-from release import locks, procs
+from release import checksums, locks, procs
 from release.archive import archives
-from release.build import build_dirs, options, toolchain, wheels
-from release.build.toolchain import Toolchain
+from release.compile import build_dirs, options, tagging, toolchain
+from release.compile.toolchain import Toolchain
 from release.errors import ReleaseError
-from release.ship import checksums, publish, smoke, tagging
+from release.sessions import wheels
+from release.ship import publish, smoke
 
 SRC = Path(archives.__file__).resolve().parents[2]  # the src/ the children import release from
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
@@ -305,7 +306,7 @@ _SESSION = textwrap.dedent(
     """
     import sys, pathlib
     from release import errors, locks
-    from release.build import builder
+    from release.compile import builder
     folder, fake, pid_file = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     def body():
         with locks.hold_build_folder(folder):

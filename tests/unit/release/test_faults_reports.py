@@ -26,8 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from release_fakes import build_info, make_wheel, validation_report
 
+from release import checksums
+from release.compile import tagging
 from release.errors import ReleaseError
-from release.ship import checksums, publish, reports, tagging
+from release.ship import publish, reports
 
 SETTINGS = settings(
     max_examples=150,

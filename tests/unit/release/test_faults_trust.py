@@ -32,11 +32,12 @@ from release_fakes import build_info, make_wheel
 from test_faults import shards
 from test_release_archives import FIELDS, SET, fatbin_object, make_shard
 
-from release import confine
+from release import checksums, confine
 from release.archive import archives, integrity
-from release.build import wheels
+from release.compile import tagging
 from release.errors import ReleaseError
-from release.ship import checksums, publish, tagging
+from release.sessions import wheels
+from release.ship import publish
 
 session_env = test_faults.session_env  # the fixture: a wheel session's surroundings without a toolchain
 BOUNDED = settings(max_examples=60, deadline=None, derandomize=True, database=None,

@@ -1,8 +1,8 @@
 """One options table (issue 27): an option's default, range, choices or help text is one edit of
-build-manifest.json, and CMake, release.build.options, pyproject.toml's defines and docs/release.md follow.
+build-manifest.json, and CMake, release.compile.options, pyproject.toml's defines and docs/release.md follow.
 
 Each test edits a copy of the manifest and points every reader at it (FLASH_ATTN_MANIFEST):
-CMake configures a project of the option modules only, release.build.options is imported in a fresh
+CMake configures a project of the option modules only, release.compile.options is imported in a fresh
 interpreter, and release.plan.doc_tables renders a copy of the docs.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from release import manifest
-from release.build import options
+from release.compile import options
 from release.errors import ReleaseError
 from release.plan import doc_tables
 
@@ -116,7 +116,8 @@ def test_cmake_declares_and_checks_the_options_of_the_edited_table(tmp_path, edi
 def test_release_options_follow_the_edited_table(edited):
     script = f"""
 import json
-from release.build import options, wheels
+from release.compile import options
+from release.sessions import wheels
 from release.errors import ReleaseError
 out = {{"defaults": options.DEFAULTS, "help": wheels.parser().format_help(), "refused": []}}
 for name, value in (("{THRESHOLD}", "12"), ("{THRESHOLD}", "11.5"), ("{FATBIN}", "balance"), ("{NEW}", "gamma")):

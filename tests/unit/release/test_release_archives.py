@@ -1,7 +1,7 @@
 """Kernels archives (release.archive.archives): packing a kernels-only build and gathering shards.
 
 The archives here are made from small files standing in for objects; the real sharded build is
-tests/build/test_sharded_build.py.
+tests/real_builds/test_sharded_build.py.
 """
 
 from __future__ import annotations

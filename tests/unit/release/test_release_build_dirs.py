@@ -1,4 +1,4 @@
-"""Build directory names (release.build.build_dirs)."""
+"""Build directory names (release.compile.build_dirs)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from release.build import build_dirs
-from release.build.toolchain import Toolchain
+from release.compile import build_dirs
+from release.compile.toolchain import Toolchain
 
 
 def test_named_set_name():

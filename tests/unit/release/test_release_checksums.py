@@ -1,4 +1,4 @@
-"""SHA256SUMS writing and verification (release.ship.checksums)."""
+"""SHA256SUMS writing and verification (release.checksums)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
+from release import checksums
 from release.errors import ReleaseError
-from release.ship import checksums
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The compile cache (release.build.compile_cache): sccache's counters, and a clear error without sccache."""
+"""The compile cache (release.compile.compile_cache): sccache's counters, and a clear error without sccache."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from release.build import compile_cache, options
+from release.compile import compile_cache, options
 from release.errors import ReleaseError
 
 # What `sccache --show-stats --stats-format=json` (0.16.0) printed here after one nvcc compile that

@@ -1,4 +1,4 @@
-"""``nox -s dev`` builds for this machine: which arch group, SMs and kernel set it chooses (release.build.dev)."""
+"""``nox -s dev`` builds for this machine: which arch group, SMs and kernel set it chooses (release.sessions.dev)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from release.build import builder, dev, estimate
-from release.build.toolchain import Toolchain
+from release.compile import builder, estimate
+from release.compile.toolchain import Toolchain
+from release.sessions import dev
 
 TC = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
 NAMES = ("FLASH_ATTN_ARCH_GROUP", "FLASH_ATTN_CUDA_ARCHS", "FLASH_ATTN_KERNEL_SET", "FLASH_ATTN_JOBS")
@@ -24,7 +25,7 @@ def built(monkeypatch, tmp_path):
         defines.update(a[len(prefix) :].split("=", 1) for a in cmd if a.startswith(prefix))
         defines["build_dir"] = str(build_dir)
         defines["command"] = cmd
-        # what a configure leaves: the cache naming its CMake (release.build.editable.configured_cmake)
+        # what a configure leaves: the cache naming its CMake (release.compile.editable.configured_cmake)
         (build_dir / "CMakeCache.txt").write_text(f"CMAKE_COMMAND:INTERNAL={sys.executable}\n")
         return 1.0, frozenset()
 
@@ -81,7 +82,7 @@ def test_visible_sms_can_be_faked():
 
 
 def test_dev_prepares_as_the_wheel_sessions_do(built, capsys):
-    """release.build.prepare: a stable-ABI editable build against a torch older than the minimum it serves
+    """release.compile.prepare: a stable-ABI editable build against a torch older than the minimum it serves
     is refused before anything builds, with the wheel sessions' message."""
     old = dataclasses.replace(TC, torch_version="2.9.1+cu130")
     argv = ["--arch-group", "legacy", "--kernel-set", "ci", "--torch-abi", "stable", "--build-root", "b"]
@@ -91,11 +92,11 @@ def test_dev_prepares_as_the_wheel_sessions_do(built, capsys):
 
 
 def test_one_precedence_rule_in_every_entry_point(built, monkeypatch, capsys):
-    # options.pick / options.group_of, used by release.build.wheels (and release.archive.archives through it) and dev:
-    # a flag wins over its variable; the arch group variable is the group without a flag and refused,
+    # options.pick / options.group_of, used by release.sessions.wheels (and release.archive.archives through
+    # it) and dev: a flag wins over its variable; the arch group variable is the group without a flag and refused,
     # not overridden, when it disagrees with the flag.
-    from release.build import wheels
     from release.errors import ReleaseError
+    from release.sessions import wheels
 
     env = {"FLASH_ATTN_KERNEL_SET": "ci", "FLASH_ATTN_ARCH_GROUP": "blackwell"}
     for name, value in env.items():

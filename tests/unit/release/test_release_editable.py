@@ -1,4 +1,4 @@
-"""The editable install's tools (release.build.editable): the relay, the path hook, the pinned ninja."""
+"""The editable install's tools (release.compile.editable): the relay, the path hook, the pinned ninja."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from release.build import dev, editable
+from release.compile import editable
 from release.errors import ReleaseError
+from release.sessions import dev
 
 posix = pytest.mark.skipif(os.name == "nt", reason="the relay is a POSIX script; on Windows the ninja itself")
 

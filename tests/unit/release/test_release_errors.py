@@ -8,9 +8,10 @@ import dataclasses
 import pytest
 from release_fakes import make_wheel
 
-from release.build import options, toolchain, wheels
-from release.build.toolchain import Toolchain
+from release.compile import options, toolchain
+from release.compile.toolchain import Toolchain
 from release.errors import ReleaseError
+from release.sessions import wheels
 
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", "python", "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "/usr/bin/c++")
 
@@ -80,7 +81,7 @@ def test_toolchain_help_prints_usage_without_probing(monkeypatch, capsys):
     monkeypatch.setattr(toolchain, "probe", probe)
     with pytest.raises(SystemExit) as done:
         toolchain.main(["--help"])
-    assert done.value.code == 0 and "usage: python -m release.build.toolchain" in capsys.readouterr().out
+    assert done.value.code == 0 and "usage: python -m release.compile.toolchain" in capsys.readouterr().out
     with pytest.raises(SystemExit) as refused:
         toolchain.main(["--bogus"])
     assert refused.value.code == 2

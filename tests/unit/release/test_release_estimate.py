@@ -1,4 +1,4 @@
-"""The up-front cost of a build and the live ETA come from the manifest's unit costs (release.build.estimate)."""
+"""The up-front cost of a build and the live ETA come from the manifest's unit costs (release.compile.estimate)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import pytest
 
 from kernels import kernel_set as ks
 from release import errors
-from release.build import builder, estimate, progress
-from release.plan import compile_model
+from release.compile import builder, compile_model, estimate, progress
 
 HEAVY, LIGHT = "bwd_hdim128_fp16", "fwd_hdim64_fp16_causal"  # 266 s and 112 s on the reference host
 OBJ = "[{}/3] Building CUDA object CMakeFiles/flash_attn_kernels.dir/kernels/units/{}.cu.o"

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from release_fakes import build_info, make_wheel
 
-from release.build import builder, options, wheels
-from release.build.toolchain import Toolchain
+from release import checksums
+from release.compile import builder, options, tagging
+from release.compile.toolchain import Toolchain
 from release.errors import ReleaseError
-from release.ship import checksums, smoke, tagging
+from release.sessions import wheels
+from release.ship import smoke
 
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
 FULL = "2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1.ci"

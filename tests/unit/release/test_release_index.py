@@ -2,7 +2,7 @@
 
 Real: pip installing from a generated ``file://`` index into a fresh venv, and refusing a wheel whose
 ``#sha256=`` fragment does not match. Fakes: tiny flash_attn wheels (release_fakes.make_wheel,
-tagged with release.ship.tagging), installed with ``--no-deps``.
+tagged with release.compile.tagging), installed with ``--no-deps``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import pytest
 from release_fakes import build_info, make_wheel
 
 from flash_attn_wheel_names import install as wheel_install
+from release.compile import tagging
 from release.errors import ReleaseError
-from release.ship import index, publish, tagging
+from release.ship import index, publish
 
 STABLE = {"torch_abi": "stable", "torch_min": "2.11"}
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
@@ -109,7 +110,7 @@ def test_pip_refuses_a_wheel_whose_hash_differs(release, tmp_path):
 def test_release_session_writes_the_index_beside_the_release(release, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GITHUB_REPOSITORY", "someone/wheels")
     for w in release.glob("*.whl"):  # the wheel session's sidecars
-        from release.ship import checksums
+        from release import checksums
 
         checksums.write_sidecar(w)
     out = tmp_path / "dist" / "release-x"

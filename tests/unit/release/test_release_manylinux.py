@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from release_fakes import make_wheel
 
+from release import checksums
+from release.compile import tagging
 from release.errors import ReleaseError
-from release.ship import checksums, manylinux, tagging
+from release.ship import manylinux
 
 
 def report(sym_tag="manylinux_2_28_x86_64", libs=(), **overrides) -> dict:

@@ -1,4 +1,4 @@
-"""METADATA that installs the right torch and declares every license file (release.ship.tagging, issue 29).
+"""METADATA that installs the right torch and declares every license file (release.compile.tagging, issue 29).
 
 Real: pip and uv resolving a tagged wheel in an empty venv, ``--dry-run``. Stand-ins: the torch
 wheels (tiny wheels named torch, release_fakes.stand_in_torch) on a local ``--find-links`` folder
@@ -17,7 +17,7 @@ import zipfile
 import pytest
 from release_fakes import build_info, make_wheel, stand_in_torch
 
-from release.ship import tagging
+from release.compile import tagging
 
 # no pip configuration of this machine (find-links, constraints, an index): only the folder counts
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))} | {"PIP_CONFIG_FILE": os.devnull}

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from kernels import kernel_set as ks
-from release.plan import compile_model, matrix, plan
+from release.compile import compile_model
+from release.plan import matrix, plan
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from release import manifest
-from release.build import dev
 from release.plan import doc_tables
+from release.sessions import dev
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESETS = json.loads((ROOT / "CMakePresets.json").read_text())

@@ -1,11 +1,11 @@
-"""Ninja progress parsing, ETA, .ninja_log analysis and the summary (release.build.progress)."""
+"""Ninja progress parsing, ETA, .ninja_log analysis and the summary (release.compile.progress)."""
 
 from __future__ import annotations
 
 import pytest
 
 from kernels import kernel_set as ks
-from release.build import progress
+from release.compile import progress
 
 OBJ = "CMakeFiles/flash_attn_native.dir/kernels/units/{}.cu.o"
 SAMPLE_OUTPUT = """\

@@ -7,8 +7,10 @@ import re
 import pytest
 from release_fakes import build_info, make_wheel, validation_report
 
+from release import checksums
+from release.compile import tagging
 from release.errors import ReleaseError
-from release.ship import checksums, publish, tagging
+from release.ship import publish
 
 LEGACY = "2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1"
 BLACKWELL = "2.8.3.post2+cu130torch2.14.1cxx11abitrue.blackwell.rev1"

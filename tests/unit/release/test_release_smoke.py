@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from release_fakes import build_info, make_wheel
 
+from release.compile import tagging
 from release.errors import ReleaseError
-from release.ship import smoke, tagging
+from release.ship import smoke
 
 
 def test_contents_of_a_good_tagged_wheel(fake_wheel, tmp_path):

@@ -1,5 +1,5 @@
-"""The rules of the speed factor and of what a rebuild predicts, on faked timings (release.build.estimate,
-release.build.machine): the factor comes from this machine, the load of the moment slows the
+"""The rules of the speed factor and of what a rebuild predicts, on faked timings (release.compile.estimate,
+release.compile.machine): the factor comes from this machine, the load of the moment slows the
 prediction, only builds that ran alone are recorded, and a build with nothing to do predicts 0:00."""
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import time
 import pytest
 
 from kernels import kernel_set as ks
-from release.build import builder, estimate, machine
-from release.plan import compile_model
+from release.compile import builder, compile_model, estimate, machine
 
 UNIT = "fwd_hdim64_fp16"
 RUNNING = machine.running  # the real registry (conftest.steady_machine replaces it in every test)

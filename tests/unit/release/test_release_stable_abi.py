@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from release_fakes import build_info, make_wheel
 
-from release.build import builder, options, wheels
-from release.build.toolchain import Toolchain
+from release.compile import builder, options, tagging
+from release.compile.toolchain import Toolchain
 from release.errors import ReleaseError
-from release.ship import smoke, tagging
+from release.sessions import wheels
+from release.ship import smoke
 
 GOOD = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.14.1+cu130", "13.0", True, "gcc", "12.2.0", "c++")
 OLD_TORCH = Toolchain("/usr/bin/nvcc", "13.0.88", sys.executable, "2.10.0+cu130", "13.0", True, "gcc", "12.2.0", "c++")

@@ -1,4 +1,4 @@
-"""Local version label and wheel re-tagging (release.ship.tagging) on small fake wheels."""
+"""Local version label and wheel re-tagging (release.compile.tagging) on small fake wheels."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 from release_fakes import VERSION, build_info, make_wheel, stand_in_torch
 
+from release.compile import tagging
 from release.errors import ReleaseError
-from release.ship import tagging
 
 LABEL = "cu130torch2.14.1cxx11abitrue.legacy.rev1"
 

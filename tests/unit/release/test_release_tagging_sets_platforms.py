@@ -1,4 +1,4 @@
-"""release.ship.tagging: the kernel-set segment of the label, and the manylinux platform tag."""
+"""release.compile.tagging: the kernel-set segment of the label, and the manylinux platform tag."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from packaging.version import Version
 from release_fakes import VERSION, build_info, make_wheel
 
 from flash_attn_wheel_names import label as wheel_label
+from release.compile import tagging
 from release.errors import ReleaseError
-from release.ship import tagging
 
 RELEASE_LABEL = "cu130torch2.14.1cxx11abitrue.legacy.rev1"
 

@@ -1,4 +1,4 @@
-"""release.build.toolchain on a faked windows-2022: the host compiler probe asks cl, never MinGW's c++ on PATH."""
+"""release.compile.toolchain on a faked windows-2022: the host compiler probe asks cl, never MinGW's c++ on PATH."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from release.build import toolchain
+from release.compile import toolchain
 
 # What windows-2022 has on PATH after the MSVC developer environment: MSVC's cl and MinGW's gcc.
 ON_PATH = {

@@ -1,4 +1,4 @@
-"""The compile timeline: .ninja_log entries as a Chrome trace (release.build.progress.chrome_trace / write_trace)."""
+"""The compile timeline: .ninja_log entries as a Chrome trace (release.compile.progress.chrome_trace / write_trace)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import pytest
 from test_release_flow import fake_python  # noqa: F401  (a fixture)
 
-from release.build import builder, progress
+from release.compile import builder, progress
 
 UNIT = "CMakeFiles/flash_attn_kernels.dir/kernels/units/{}.cu.o"
 

@@ -130,8 +130,8 @@ def test_versions_and_labels(legacy_info):
 
 
 def test_the_runtime_and_the_release_tagging_spell_one_label(legacy_info):
-    """release.ship.tagging.local_label and _build_info.local_label adapt a build info through one function."""
-    from release.ship import tagging
+    """release.compile.tagging.local_label and _build_info.local_label adapt a build info through one function."""
+    from release.compile import tagging
 
     for info in (
         legacy_info,

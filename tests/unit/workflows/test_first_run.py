@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from release.plan import gha, matrix, rehearsal
+from release.plan import matrix
 from release.ship import gates
+from release.workflow import gha, rehearsal
 
 ROOT = Path(__file__).resolve().parents[3]
 

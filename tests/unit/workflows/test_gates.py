@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from release import checksums
 from release._paths import package_version
 from release.errors import ReleaseError
 from release.plan import matrix
-from release.ship import checksums, gates
+from release.ship import gates
 
 ROOT = Path(__file__).resolve().parents[3]
 VERSION = "2.8.3.post2"

@@ -1,11 +1,11 @@
-"""The GitHub Actions semantics the release rehearsal reproduces (release.plan.gha): expressions, the
+"""The GitHub Actions semantics the release rehearsal reproduces (release.workflow.gha): expressions, the
 implicit success() of an if:, the step files, and the artifact actions' folder layout (v4 and later)."""
 
 from __future__ import annotations
 
 import pytest
 
-from release.plan import gha
+from release.workflow import gha
 
 CTX = {
     "inputs": {"from_run": "", "kernel_set": "ci"},

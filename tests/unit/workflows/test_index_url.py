@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from release import index_url, manifest
-from release.build import builder
+from release.compile import builder
 from release.errors import ReleaseError
 from release.ship import gates, index
 

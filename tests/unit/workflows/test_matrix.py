@@ -1,8 +1,8 @@
 """release.plan.matrix: the table, its filters and errors, and that every entry is a real build.
 
 "Real" means: the nox session exists in noxfile.py, the session's arguments parse with the wheel
-sessions' own CLI (release.build.wheels) and name a valid kernel set, and the wheel name the entry
-promises is a valid wheel file name whose local label is the one release.ship.tagging writes.
+sessions' own CLI (release.sessions.wheels) and name a valid kernel set, and the wheel name the entry
+promises is a valid wheel file name whose local label is the one release.compile.tagging writes.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def test_sessions_exist_in_noxfile(full):
 
 
 def test_entry_arguments_parse_with_the_wheel_sessions_cli(full, tmp_path):
-    from release.build import wheels
+    from release.sessions import wheels
 
     for e in full:
         assert all(a and not any(c.isspace() for c in a) for a in e["args"]), "the workflow splits args on spaces"
@@ -146,11 +146,11 @@ def test_wheel_names_are_valid_and_carry_the_tagging_label(full):
     from packaging.utils import parse_wheel_filename
     from packaging.version import Version
 
-    from release.ship import tagging
+    from release.compile import tagging
 
     version = package_version()
     for e in full:
-        # the label release.ship.tagging computes from the build info such a build writes
+        # the label release.compile.tagging computes from the build info such a build writes
         info = {
             "cuda_version": e["cuda_full"],  # nvcc's version, e.g. 13.0.2 -> cu130
             "torch_version": f"{e['torch']}+{e['cu']}",
@@ -287,13 +287,13 @@ def test_cli_prints_json_and_reports_errors(capsys, tmp_path):
 
 
 def test_retagging_a_build_of_an_entry_gives_the_promised_wheel_name(tmp_path):
-    """End to end with release.ship.tagging.retag (wheel pack --local-version) on a fake wheel whose build
+    """End to end with release.compile.tagging.retag (wheel pack --local-version) on a fake wheel whose build
     info is what the entry's build writes: the tagged file is the entry's wheel (up to the platform
     tag, which the fake always writes as linux_x86_64)."""
     pytest.importorskip("wheel")
     from release_fakes import build_info, make_wheel
 
-    from release.ship import tagging
+    from release.compile import tagging
 
     if tagging._wheel_version() < tagging.MIN_WHEEL:
         pytest.skip("re-tagging needs wheel >= 0.48")
@@ -321,7 +321,7 @@ def test_retagging_a_build_of_an_entry_gives_the_promised_wheel_name(tmp_path):
 
 
 def test_shard_and_gather_entries_cover_each_kernels_build_once(full):
-    from release.plan import compile_model
+    from release.compile import compile_model
 
     ks = _kernel_set()
     builds = {(e["os"], e["cuda"], e["group"]) for e in full}

@@ -1,6 +1,6 @@
 """Mutation test of the release rehearsal: realistic edits of release.yml and index.yml, each of which
 would fail or mis-publish on GitHub, must each be caught by the rehearsal's model-only mode
-(release.plan.workflow_model: GitHub's scheduling, permissions, artifacts, environments, re-runs and
+(release.workflow.workflow_model: GitHub's scheduling, permissions, artifacts, environments, re-runs and
 the Windows steps' argument parsing, in about a second per mutation, nothing compiled). The summary
 line "mutations caught: N/N" is printed at the end of the pytest run (with or without -s). A
 mutation whose text no longer occurs in the workflow fails here too: the list follows the workflow,
@@ -15,8 +15,8 @@ import pytest
 from _workflows import WORKFLOWS
 
 from release import _paths
-from release.plan import workflow_model
 from release.ship import gates
+from release.workflow import workflow_model
 
 yaml = pytest.importorskip("yaml")
 

@@ -1,6 +1,6 @@
-"""The release rehearsal's harness (release.plan.rehearsal) on small workflows: job chain, if: rules,
+"""The release rehearsal's harness (release.workflow.rehearsal) on small workflows: job chain, if: rules,
 outputs, artifacts, and the static checks of the Windows steps. The real rehearsal (it compiles)
-is tests/build/test_release_rehearsal.py."""
+is tests/real_builds/test_release_rehearsal.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from release import manifest
-from release.plan import rehearsal
+from release.workflow import rehearsal
 
 ROOT = Path(__file__).resolve().parents[3]
 import yaml  # noqa: E402  (tool_pins.test)

@@ -1,12 +1,12 @@
 """The rehearsal's GitHub rules on small inputs: scheduling by needs:, the token's permissions, "Re-run
 failed jobs", PowerShell's argument passing into the entry points' parsers, and the model-only
-mode's scenarios (release.plan.gha, release.plan.pwsh_args, release.plan.workflow_model)."""
+mode's scenarios (release.workflow.gha, release.workflow.pwsh_args, release.workflow.workflow_model)."""
 
 from __future__ import annotations
 
 import pytest
 
-from release.plan import gha, pwsh_args, workflow_model
+from release.workflow import gha, pwsh_args, workflow_model
 
 JOBS = {
     "publish": {"needs": ["assemble"]},

@@ -179,7 +179,7 @@ def test_shards_then_gather_then_link_then_assemble_then_publish(release):
 
 
 def test_job_timeouts_follow_the_plan(release):
-    from release.plan import compile_model
+    from release.compile import compile_model
 
     jobs = release["jobs"]
     assert compile_model.LIMIT_MINUTES < jobs["shard"]["timeout-minutes"] <= 360, "room above the predicted 90 minutes"

@@ -3,7 +3,7 @@
 The release path on one machine (no GPU needed): the kernel set ``fwd_hdim64_fp16,
 fwd_hdim64_fp16_causal`` for sm_80 is compiled torch-free as 2 shards (``python -m release.archive.archives
 build --shard K/2``: one unit each), the shards are gathered into one kernels archive
-(``release.archive.archives gather``), and the wheel flow (``python -m release.build.wheels --kernels ARCHIVE``)
+(``release.archive.archives gather``), and the wheel flow (``python -m release.sessions.wheels --kernels ARCHIVE``)
 compiles only the binding against torch, links, tags and smoke-tests the wheel; every compile goes
 through sccache (``--cache sccache``, its own cache folder and server port). Everything lives
 under build/test-wheel (kept between runs, so a rerun is incremental and quick). Then it checks: the
@@ -91,7 +91,7 @@ def build_shard(index: int, out: Path) -> subprocess.CompletedProcess:
 
 def wheel_flow(out: Path, kernels: Path) -> tuple[subprocess.CompletedProcess, Path]:
     """Link the gathered kernels into a wheel in `out` (smoke-tested); returns (process, the wheel)."""
-    proc = release("build.wheels", *COMMON, "--kernels", str(kernels), "--out", str(out))
+    proc = release("sessions.wheels", *COMMON, "--kernels", str(kernels), "--out", str(out))
     (wheel,) = sorted(out.glob("*.whl"))
     return proc, wheel
 
@@ -158,7 +158,7 @@ def test_rerun_compiles_nothing_and_gives_the_same_bytes(flow, gathered, tmp_pat
     assert "0 (nothing to do)" in proc.stdout, proc.stdout[-3000:]
     assert again.name == wheel.name
     assert hashlib.sha256(again.read_bytes()).hexdigest() == hashlib.sha256(wheel.read_bytes()).hexdigest(), (
-        "an unchanged rebuild must give the same wheel bytes (SOURCE_DATE_EPOCH, release/ship/tagging.py)"
+        "an unchanged rebuild must give the same wheel bytes (SOURCE_DATE_EPOCH, release/compile/tagging.py)"
     )
 
 
@@ -249,8 +249,8 @@ def test_a_shard_of_another_key_is_refused_by_name(shards, tmp_path: Path):
 
 
 def test_linking_an_archive_of_another_key_is_refused_before_compiling(gathered, tmp_path: Path):
-    proc = release("build.wheels", *COMMON[:-1], str(tmp_path / "b"), "--kernels", str(gathered), "--rescale-threshold",
-                   "4.0", "--no-smoke", "--out", str(tmp_path / "w"), ok=False)  # fmt: skip
+    proc = release("sessions.wheels", *COMMON[:-1], str(tmp_path / "b"), "--kernels", str(gathered),
+                   "--rescale-threshold", "4.0", "--no-smoke", "--out", str(tmp_path / "w"), ok=False)  # fmt: skip
     text = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 2 and "another build key" in text and "definitions" in text, text[-3000:]
     assert "Building CXX" not in text and not (tmp_path / "w").exists()
@@ -320,7 +320,7 @@ def test_consumers_import_lines_work_with_the_installed_wheel(flow, tmp_path: Pa
 def stable_flow(gathered, tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     """The stable-ABI wheel (``--torch-abi stable``) linked from the same kernels archive, smoke-tested."""
     out = tmp_path_factory.mktemp("wheelhouse-stable")
-    proc = release("build.wheels", *COMMON, "--kernels", str(gathered), "--torch-abi", "stable", "--out", str(out))
+    proc = release("sessions.wheels", *COMMON, "--kernels", str(gathered), "--torch-abi", "stable", "--out", str(out))
     (wheel,) = sorted(out.glob("*.whl"))
     return proc, wheel
 

@@ -6,7 +6,7 @@ is incremental), then ``import flash_attn`` by the dev environment's Python, not
 an empty folder, with a PATH whose first folder holds a ``ninja`` and a ``cmake`` that write to a
 log and fail: the import must succeed, print nothing, call neither, and leave the build folder's
 library as it was, with no step in ``.ninja_log`` but CMake's glob check, which every Ninja run
-logs (release.build.editable says why each could go wrong).
+logs (release.compile.editable says why each could go wrong).
 
 Cost: the first run creates the nox environment and compiles one forward unit for sm_80 + PTX, the
 dispatch and the binding sources: 10:20 on the 2-core machine with other builds beside it (the
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build import progress
+from release.compile import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_ROOT = ROOT / "build" / "test-dev"

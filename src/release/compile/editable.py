@@ -9,7 +9,7 @@ looked up on PATH, and ``cmake --build`` runs the generator's make program recor
 session: scikit-build-core records ``ninja`` without a path when the ninja package lies in the
 system site-packages (its ``BIN_DIR`` is empty then), so an older system ninja that cannot read
 the newer ``.ninja_log`` rebuilds everything, and a system CMake older than the project's minimum
-runs the install. So the ``dev`` session (release.build.dev):
+runs the install. So the ``dev`` session (release.sessions.dev):
 
 - configures with ``CMAKE_MAKE_PROGRAM`` set to :func:`write_ninja_relay`'s script in the build
   folder (on Windows the pinned ninja's absolute path), which runs the pinned ninja by its
@@ -35,8 +35,8 @@ import shutil
 import sys
 from pathlib import Path, PurePath
 
+from release import checksums
 from release.errors import ReleaseError
-from release.ship import checksums
 
 RELAY_NAME = "flash_attn_ninja"  # in the build folder, beside CMakeCache.txt, with flash_attn_ninja.py
 PTH_NAME = "flash_attn_dev_tools.pth"
@@ -48,7 +48,7 @@ QUIET = ("ninja: no work to do.", "Re-checking globbed directories...")
 # started by a POSIX shell script, whose quoting takes any path (a '#!' line cannot hold a space).
 # The configure asks ``--version`` and CMake runs ``-t`` tools (restat, recompact) whose output it
 # reads: those go straight to ninja.
-_RELAY_PY = '''"""Written by release.build.dev for the editable install: the pinned ninja, its lines on stderr."""
+_RELAY_PY = '''"""Written by release.sessions.dev for the editable install: the pinned ninja, its lines on stderr."""
 import os, subprocess, sys
 
 NINJA = {ninja!r}
@@ -63,7 +63,7 @@ for line in proc.stdout:
 sys.exit(proc.wait())
 '''
 _RELAY_SH = """#!/bin/sh
-# Written by release.build.dev: CMAKE_MAKE_PROGRAM of the editable install (see {script}).
+# Written by release.sessions.dev: CMAKE_MAKE_PROGRAM of the editable install (see {script}).
 exec {python} {script} "$@"
 """
 
@@ -154,7 +154,7 @@ def write_path_hook(site_dir: Path, cmake: Path) -> Path:
     )
     path = Path(site_dir) / PTH_NAME
     # A .pth file runs only lines that start with "import"; the comment line says who wrote it.
-    checksums.atomic_write_text(path, f"# release.build.dev: the CMake of the editable flash_attn\n{code}\n")
+    checksums.atomic_write_text(path, f"# release.sessions.dev: the CMake of the editable flash_attn\n{code}\n")
     return path
 
 

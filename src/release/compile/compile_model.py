@@ -3,7 +3,7 @@ each release job's predicted minutes, and the shard count that keeps every shard
 
 The numbers and their sources are ``release_plan`` in build-manifest.json; the model itself is
 described in release.plan.plan's docstring, which reports it for the whole release. release.plan.matrix
-asks :func:`shard_count` for its shard and gather job lists, release.build.estimate predicts local
+asks :func:`shard_count` for its shard and gather job lists, release.compile.estimate predicts local
 builds with :func:`compile_schedule`. It imports neither: both sit above it. Stdlib only.
 """
 
@@ -122,7 +122,7 @@ def compile_schedule(
 
     Finish times are in the order of `unit_cpu` / `other_cpu`, seconds from the build's start; when the
     core bound (total CPU / usable cores) exceeds the list schedule, they are stretched by that ratio
-    so the last one ends at the predicted wall time. The live ETA (release.build.progress) compares them
+    so the last one ends at the predicted wall time. The live ETA (release.compile.progress) compares them
     with the times the units really finish.
     """
     jobs = runner.jobs

@@ -62,7 +62,7 @@ from pathlib import Path
 
 from flash_attn_wheel_names import label as wheel_label
 from release import _paths, confine
-from release.build import arch_rules
+from release.compile import arch_rules
 from release.errors import ReleaseError
 
 MIN_WHEEL = (0, 48)

@@ -19,7 +19,7 @@ fail with torch's CUDA initialization error.
 Run as a script with the python of that environment, from a folder that holds no flash_attn: it
 prints one JSON object per row (the row's fields, ``ok`` and ``error``) and a last line
 ``{"triton": <bool>, "cuda": <bool>}``: whether triton imports and a CUDA device is present.
-``tests/build/test_native_build.py`` runs it against the built wheel.
+``tests/real_builds/test_native_build.py`` runs it against the built wheel.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run one wheel build: ``python -m build --wheel --no-isolation`` into its build directory (release.build.build_dirs).
+"""Run one wheel build: ``python -m build --wheel --no-isolation`` into its build folder (release.compile.build_dirs).
 
 scikit-build-core gets ``-C build-dir=<build dir>`` and every CMake option as
 ``-C cmake.define.NAME=VALUE``. The output is streamed: all of it into
@@ -23,10 +23,9 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from release import _paths, index_url, locks, procs
-from release.build import estimate, machine, progress
+from release import _paths, checksums, index_url, locks, procs
+from release.compile import estimate, machine, progress, tagging
 from release.errors import ReleaseError
-from release.ship import checksums, tagging
 
 _SHOWN_RE = re.compile(
     r"^-- flash_attn:|CMake (Error|Warning)|\berror\b|FAILED:|^\* |Successfully built|^ninja: |No work to do",
@@ -158,7 +157,7 @@ def run_streamed(
     recorded in the build folder's lock when this process holds it (release.locks), and is stopped with
     everything it started when this function is left early (Ctrl-C, SIGTERM, an error); on Ctrl-C one
     line says what the build folder kept (its compiled objects, which a rerun reuses). `prediction`
-    (release.build.estimate.Prediction) drives the ETA; `compiles_units` False (a binding/link build) drops
+    (release.compile.estimate.Prediction) drives the ETA; `compiles_units` False (a binding/link build) drops
     the kernel-unit count from the status. Returns (wall seconds, the .ninja_log lines before the run);
     raises ReleaseError when the command fails: its errors were shown as they came (CMake's once), so
     the message gives the log's path, with the log's last lines only when no error line was shown.
@@ -255,7 +254,7 @@ def run_build(
 
     With ``FLASH_ATTN_KERNELS`` (a kernels archive, as the wheel sessions pass) the build compiles
     only the binding and links the archive, so its progress counts no kernel units.
-    `prediction` (release.build.estimate) drives the ETA and goes into the summary."""
+    `prediction` (release.compile.estimate) drives the ETA and goes into the summary."""
     build_dir = Path(build_dir)
     cmd = build_command(python, source_dir, build_dir, outdir, defines)
     links_archive = bool(defines.get("FLASH_ATTN_KERNELS"))

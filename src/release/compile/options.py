@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
-from release import _paths, manifest
-from release.build import arch_rules
+from release import _paths, checksums, manifest
+from release.compile import arch_rules
 from release.errors import ReleaseError
-from release.ship import checksums
 
 _MANIFEST = manifest.load()
 # The options table: CMake/environment name -> entry (type, flag, default, doc, ...), in manifest order.
@@ -152,7 +151,7 @@ PASS_THROUGH = tuple(
 # build: FLASH_ATTN_RESCALE_BROKEN_NO_MAX_RESET (test only, never a session flag) as OFF, so a value
 # set by hand in a build folder's cache cannot reach a wheel.
 DEFAULTS = {name: entry["default"] for name, entry in OPTIONS.items()}
-# Compile caches the sessions can put in front of nvcc and the host compiler (release.build.compile_cache).
+# Compile caches the sessions can put in front of nvcc and the host compiler (release.compile.compile_cache).
 CACHES = ("none", "sccache")
 # nvcc gained --compress-mode in CUDA 12.8 (options.FLASH_ATTN_FATBIN_COMPRESSION.min_cuda of the
 # manifest); older nvcc builds without it (recorded as "none").

@@ -21,8 +21,7 @@ import re
 from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
-
-from release.build.toolchain import Toolchain, torch_public_version
+from release.compile.toolchain import Toolchain, torch_public_version
 
 
 def cuda_digits(cuda_version: str) -> str:

@@ -4,7 +4,7 @@ The rules (which groups exist, which SMs a group builds, which SMs this project 
 CUDA toolkit each SM needs) are written once, in cmake/FlashAttnArchGroups.cmake, from the tables
 of build-manifest.json (archs, arch_groups). The wheel sessions must refuse a bad group or arch
 before they create a build folder, so this module runs those functions through ``cmake -P
-cmake/scripts/CheckArchGroup.cmake`` (as :mod:`release.build.upstream` runs the sdist fetch) and turns
+cmake/scripts/CheckArchGroup.cmake`` (as :mod:`release.compile.upstream` runs the sdist fetch) and turns
 CMake's message into a :class:`~release.errors.ReleaseError`; the remedies name the session's flag
 and sessions instead of CMake's ARCHS (the script's ARCHS_FLAG, GROUP_HINT and TOOLKIT_HINT).
 

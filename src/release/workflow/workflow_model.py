@@ -1,17 +1,17 @@
 """The release rehearsal's model-only mode: GitHub's scheduling and rules over release.yml and
 index.yml, with the steps' effects declared instead of executed (seconds, no compiler).
 
-What it runs like GitHub: jobs by ``needs:`` (release.plan.gha.topological_order), job and step
+What it runs like GitHub: jobs by ``needs:`` (release.workflow.gha.topological_order), job and step
 ``if:`` with the results GitHub passes (success/failure/skipped/cancelled, ``needs.<job>.result``
 and outputs, the implicit ``success()``, ``cancelled()`` after a cancel), matrix legs from the job
 lists the real tools compute (release.plan.matrix, release.ship.gates plan), the token of every job
-(release.plan.gha.job_permissions) against what each step needs, the artifacts each job uploads and
+(release.workflow.gha.job_permissions) against what each step needs, the artifacts each job uploads and
 downloads (a download whose producer is not in the job's transitive ``needs:`` is the race GitHub
 would have; an upload of a name an earlier attempt left, without ``overwrite``, is GitHub's 409),
-"Re-run failed jobs" (release.plan.gha.rerun_selection), environments (``github-pages`` deploys
+"Re-run failed jobs" (release.workflow.gha.rerun_selection), environments (``github-pages`` deploys
 from the default branch only: the rule GitHub creates with Pages by Actions), containers (Linux
 runners only; the manylinux image has bash and python, no pwsh), the shells of each OS, and every
-Windows step's entry point calls through their own argparse parsers (release.plan.pwsh_args).
+Windows step's entry point calls through their own argparse parsers (release.workflow.pwsh_args).
 
 What a step does is declared: steps with an ``id`` output the values the real tools give
 (``Declared.outputs``); GITHUB_ENV values the later steps read are ``Declared.env``; ``gh release
@@ -27,7 +27,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from release.plan import gha, pwsh_args
+from release.workflow import gha, pwsh_args
 
 DEFAULT_BRANCH = "main"
 REPOSITORY = "rehearsal/flash-attn"

@@ -1,4 +1,4 @@
-"""The parts of GitHub Actions' workflow semantics the release rehearsal reproduces (release.plan.rehearsal).
+"""The parts of GitHub Actions' workflow semantics the release rehearsal reproduces (release.workflow.rehearsal).
 
 Expressions (``${{ }}`` and ``if:``), the implicit ``success()`` of an ``if:`` without a status
 function, the files a step writes (``GITHUB_OUTPUT``, ``GITHUB_ENV``, ``GITHUB_PATH``) and the

@@ -1,4 +1,4 @@
-"""How fast and how busy this machine is now: the predictions' view of it (release.build.estimate).
+"""How fast and how busy this machine is now: the predictions' view of it (release.compile.estimate).
 
 - :func:`calibrate`: a short compile benchmark (nvcc, the build's own compiler, over a small generated
   CUDA source for sm_80: :data:`BENCHMARK_SOURCE`; about two CPU-seconds) gives this machine's
@@ -8,8 +8,8 @@
   time, measures the speed, so the figure holds on a busy machine; the busy cores are what a build
   started now shares the machine with. nvcc itself, not a generic CPU benchmark: the zlib benchmark
   used before rated the H100 reference host 1.3x slower than it compiles, so its shard builds were
-  predicted 29-37 % too long (lab/evidence/h100-2026-12-07-release-full), and this project's 2-core
-  machine 1.56x where it compiled at 1.30x (lab/evidence/cpu-2026-12-07-predictions).
+  predicted 29-37 % too long, and this project's 2-core
+  machine 1.56x where it compiled at 1.30x (docs/release.md, "Predicted cost", cites the evidence).
 - :func:`running`: the registry of builds running on this machine (``<cache dir>/running/``, one
   small JSON file per build command: host, pid, start and end times), so that
   :func:`others_overlapping` can tell whether a build ran alone; only such builds update the
@@ -29,12 +29,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.ship import checksums
+from release import checksums
 
 # CPU-seconds of :func:`benchmark_seconds` on a machine of speed factor 1.0 (the reference host of
 # unit_costs). Measured on this project's 2-core build machine, idle, 2026-12-07: the benchmark took
 # 1.33 s at the start of a ci wheel build whose unit (fwd_hdim64_fp16, 3 SASS targets) then compiled at
-# 1.126 x the reference host's unit cost: 1.33 / 1.126 (lab/evidence/cpu-2026-12-07-predictions).
+# 1.126 x the reference host's unit cost: 1.33 / 1.126 (the measurement: docs/release.md, "Predicted cost").
 REFERENCE_CPU_SECONDS = 1.18
 KEEP_FINISHED_SECONDS = 2 * 86400  # a finished build's registry entry is kept this long (overlap checks)
 BENCHMARK_ARCH = "80"  # every supported nvcc compiles sm_80 (the oldest SM of the arch groups)

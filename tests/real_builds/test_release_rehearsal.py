@@ -1,4 +1,4 @@
-"""The release rehearsal (``nox -s release_rehearsal``, release.plan.rehearsal) on every CI run.
+"""The release rehearsal (``nox -s release_rehearsal``, release.workflow.rehearsal) on every CI run.
 
 Runs ``.github/workflows/release.yml`` and ``index.yml`` here, jobs by ``needs:``, each step with the
 token permissions its job has: a ``kernel_set=ci`` dispatch (one unit, one shard, an exact wheel), a
@@ -34,7 +34,7 @@ def test_the_release_job_chain_rehearses_clean():
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     root = ROOT / "build" / "rehearsal"
     proc = subprocess.run(
-        [sys.executable, "-m", "release.plan.rehearsal", "--root", str(root)],
+        [sys.executable, "-m", "release.workflow.rehearsal", "--root", str(root)],
         capture_output=True,
         text=True,
         env=env,

@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
-
-from release.ship import checksums
+from release import checksums
 
 NINJA_LINE_RE = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)$")
 UNIT_PATH_RE = re.compile(r"kernels[/\\]units[/\\]([A-Za-z0-9_]+)\.cu\b")
@@ -71,7 +70,7 @@ class BuildProgress:
 
     units: list[str] = field(default_factory=list)  # unit names the build will compile (may be unknown)
     clock: object = time.monotonic
-    # release.build.estimate.Prediction of this build: the ETA follows its schedule (see eta()); None: no model
+    # release.compile.estimate.Prediction of this build: the ETA follows its schedule (see eta()); None: no model
     prediction: object = None
     compiles_units: bool = True  # False for a binding/link build: no "kernel units" count in its status
     unit_finished_at: dict = field(default_factory=dict)  # unit -> elapsed seconds when it finished
@@ -115,7 +114,7 @@ class BuildProgress:
     def eta(self) -> float | None:
         """Seconds left.
 
-        With a prediction (release.build.estimate) whose units all still lie ahead of Ninja (a build from
+        With a prediction (release.compile.estimate) whose units all still lie ahead of Ninja (a build from
         scratch): its schedule, corrected by the units finished so far (Prediction.eta), so the ETA
         comes from the manifest's unit costs from the first second and moves while no edge
         finishes. Otherwise (no prediction, or an incremental build compiling fewer units than

@@ -1,8 +1,8 @@
 """The one prepare step of every build entry point: check the options, probe the toolchain, and
 know what the build info must say.
 
-The wheel sessions (release.build.wheels), the kernels archive builds (release.archive.archives) and the
-editable install (release.build.dev) all start with :func:`prepare`; each then builds in its own way.
+The wheel sessions (release.sessions.wheels), the kernels archive builds (release.archive.archives) and the
+editable install (release.sessions.dev) all start with :func:`prepare`; each then builds in its own way.
 It sits below all three (it imports none of them), so the archive builds need nothing from the
 wheel module. The arch group a session was started for is reconciled with the user's
 ``--arch-group`` and ``FLASH_ATTN_ARCH_GROUP`` by :func:`options_of` (wheel and archive sessions).
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import locks
-from release.build import arch_rules, options, toolchain
+from release.compile import arch_rules, options, toolchain
 from release.errors import ReleaseError
 
 

@@ -19,7 +19,7 @@ about_Splatting; about_Split), and hands the result to the entry point's own arg
 Unknown constructs in a line that calls an entry point raise :class:`PwshError`, so a new form is
 noticed, not guessed. Entry points: ``nox [-s SESSION] -- ARGS`` (noxfile.py's sessions: the
 ``archive_<group>``, ``wheel_<group>`` and ``archive_gather`` sessions call release.archive.archives
-and release.build.wheels with the arguments ``_release`` adds) and ``python -m release.<module>
+and release.sessions.wheels with the arguments ``_release`` adds) and ``python -m release.<module>
 ARGS`` for a module that has ``parser()``.
 """
 
@@ -261,7 +261,7 @@ def entry_point(argv: list[str]) -> tuple[str, argparse.ArgumentParser, list[str
 
             return f"nox -s {session}", archives.parser(), ["build", "--arch-group", group, *posargs]
         if group in groups and kind == "wheel":
-            from release.build import wheels
+            from release.sessions import wheels
 
             return f"nox -s {session}", wheels.parser(), ["--arch-group", group, *posargs]
         return None
@@ -292,8 +292,8 @@ def _module_parser(module: str) -> argparse.ArgumentParser | None:
         from release.archive import archives
 
         return archives.parser()
-    if module == "release.build.wheels":
-        from release.build import wheels
+    if module == "release.sessions.wheels":
+        from release.sessions import wheels
 
         return wheels.parser()
     return None

@@ -2,7 +2,7 @@
 
 Every build (``nox -s wheel_*``, ``archive_*``, ``dev``) prints, before anything compiles, the
 predicted wall time and peak memory of its compile steps (:func:`predict`, :func:`render`). The
-model is the release plan's (``release.plan.compile_model.compile_schedule``: each unit's manifest cost
+model is the release plan's (``release.compile.compile_model.compile_schedule``: each unit's manifest cost
 ``unit_costs`` x SASS targets x speed factor, nvcc jobs and ``--threads`` as CMake sizes them, a
 list schedule heaviest unit first); this module only fills in this machine: its cores, its
 available memory (``/proc/meminfo`` MemAvailable, as CMake's AVAILABLE_PHYSICAL_MEMORY; elsewhere
@@ -11,11 +11,11 @@ the total), ``--jobs`` if given, and its speed factor.
 The speed factor (seconds of a compile here / on the manifest's reference host) is the median of
 the last measured builds of this machine that ran alone, recorded in ``<cache dir>/build_speed.json``
 (:func:`record`, written after a kernels build that compiled all of its predicted units without
-compile-cache hits, beside no other registered build (release.build.machine.running) and with less
+compile-cache hits, beside no other registered build (release.compile.machine.running) and with less
 than :data:`ALONE_BUSY_CORES` cores busy with other work at its start; cache dir:
 ``$FLASH_ATTN_CACHE_DIR``, else the per-user cache the sdist download uses). Without a record it
 comes from this machine: a two-second nvcc benchmark against the reference host (:func:`calibration`,
-release.build.machine.calibrate; without a working nvcc, the release plan's runner factor). Either
+release.compile.machine.calibrate; without a working nvcc, the release plan's runner factor). Either
 way the prediction then multiplies it by the load of the moment: with other processes keeping cores
 busy, each compile gets its fair share of a core (machine.load_slowdown). Binding and dispatch
 seconds of the manifest are reference-host seconds like the units' and scale with the same factor;
@@ -42,11 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
-from release import manifest
-from release.build import machine, progress, toolchain
+from release import checksums, manifest
+from release.compile import compile_model, machine, progress, toolchain
 from release.errors import ReleaseError
-from release.plan import compile_model
-from release.ship import checksums
 
 LONG_SECONDS = 30 * 60  # the issue's threshold: a build predicted longer than this offers cheaper commands
 SPEED_FILE = "build_speed.json"
@@ -158,7 +156,7 @@ def speed_factor(env=None) -> tuple[float, str]:
         )
     return cal.speed_ratio, (
         f"calibrated: nvcc compiled a small benchmark in {cal.cpu_seconds:.2f} CPU-s here, "
-        f"{machine.REFERENCE_CPU_SECONDS} s on the reference host (release.build.machine); no build of this "
+        f"{machine.REFERENCE_CPU_SECONDS} s on the reference host (release.compile.machine); no build of this "
         f"machine is recorded yet ({path})"
     )
 
