@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from flash_attn_wheel_names import native
 from release import _paths, index_url, locks, procs
 from release.build import estimate, machine, progress
 from release.errors import ReleaseError
@@ -278,7 +279,7 @@ def run_build(
 def library_sizes(wheel: Path, nvcc: str | None = None) -> dict[str, int]:
     """Per-arch device code size of the wheel's flash_attn/_C_<group> library (see progress.arch_sizes)."""
     with tagging.open_wheel(wheel) as zf:
-        libs = [n for n in zf.namelist() if re.match(r"^flash_attn/_C_\w+\.(so|pyd)$", n)]
+        libs = [n for n in zf.namelist() if native.wheel_library_group(n)]
         if not libs:
             return {}
         with tempfile.TemporaryDirectory() as tmp:
