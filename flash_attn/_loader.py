@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from flash_attn_wheel_names import manifest_file as _manifest_file
 from flash_attn_wheel_names import native as _native
 
 from . import _build_info, _compat, _ops, _rng
@@ -132,7 +133,7 @@ def _package_dirs() -> list[Path]:
     return dirs
 
 
-MANIFEST_ENV = "FLASH_ATTN_MANIFEST"
+MANIFEST_ENV = _manifest_file.ENV
 
 
 def checkout_group_names() -> list[str]:
@@ -140,7 +141,7 @@ def checkout_group_names() -> list[str]:
     build-manifest.json, or ``$FLASH_ATTN_MANIFEST``), e.g. ``["blackwell", "legacy", "custom"]``;
     empty when there is none to read (an installed wheel ships no manifest: its build info says
     what it was built for)."""
-    path = Path(os.environ.get(MANIFEST_ENV) or Path(__file__).resolve().parent.parent / "build-manifest.json")
+    path = _manifest_file.path(Path(__file__).resolve().parent.parent)
     try:
         return [str(g["name"]) for g in json.loads(path.read_text(encoding="utf-8"))["arch_groups"]]
     except (OSError, ValueError, KeyError, TypeError):
