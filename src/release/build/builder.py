@@ -25,7 +25,7 @@ from pathlib import Path
 
 from flash_attn_wheel_names import native
 from release import _paths, index_url, locks, procs
-from release.build import estimate, machine, progress
+from release.build import estimate, machine, options, progress
 from release.errors import ReleaseError
 from release.ship import checksums, tagging
 
@@ -53,9 +53,13 @@ def build_env(base: dict | None = None) -> dict[str, str]:
     """The build's environment: Ninja's status format, unbuffered output, SOURCE_DATE_EPOCH
     (tagging.source_date_epoch) for the wheel's zip timestamps, so the same inputs give the same bytes, and
     FLASH_ATTN_INDEX_URL, the package index the build info records (release.index_url.resolve: derived from
-    GITHUB_REPOSITORY, "" outside a workflow; a value set by hand is replaced, never trusted)."""
+    GITHUB_REPOSITORY, "" outside a workflow; a value set by hand is replaced, never trusted), and
+    FLASH_ATTN_CACHE_DIR, the sdist cache folder as release.build.options.sdist_cache_dir resolves it (so
+    the folder the session checked is the one cmake/FlashAttnUpstream.cmake downloads into; CMake's own
+    copy of the rule serves a plain ``pip install .`` only)."""
     env = dict(os.environ if base is None else base)
     env[index_url.ENV] = index_url.resolve(env)
+    env[options.CACHE_DIR_ENV] = str(options.sdist_cache_dir(env))
     env["SOURCE_DATE_EPOCH"] = tagging.source_date_epoch(env)
     env["NINJA_STATUS"] = "[%f/%t] "  # the format BuildProgress parses: finished/total edges
     env["PYTHONUNBUFFERED"] = "1"

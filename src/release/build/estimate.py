@@ -43,7 +43,7 @@ from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
 from release import manifest
-from release.build import machine, progress
+from release.build import machine, options, progress
 from release.errors import ReleaseError
 from release.plan import compile_model
 from release.ship import checksums
@@ -60,14 +60,9 @@ VISIBLE_SMS_ENV = "FLASH_ATTN_VISIBLE_SMS"  # e.g. "89" or "80,90"; "none": no G
 
 
 def cache_dir(env=None) -> Path:
-    """The per-user cache folder of cmake/FlashAttnUpstream.cmake (flash_attn_default_cache_dir)."""
-    env = os.environ if env is None else env
-    if env.get("FLASH_ATTN_CACHE_DIR"):
-        return Path(env["FLASH_ATTN_CACHE_DIR"])
-    if os.name == "nt" and env.get("LOCALAPPDATA"):
-        return Path(env["LOCALAPPDATA"]) / "flash_attn_wheels"
-    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "flash_attn_wheels"
+    """The per-user cache folder, the one the sdist download uses (the rule is
+    :func:`release.build.options.sdist_cache_dir`'s; the build hands CMake its result)."""
+    return options.sdist_cache_dir(env)
 
 
 def available_memory_gib() -> float:
