@@ -191,3 +191,16 @@ def test_the_library_name_rules():
     assert native.build_info_name("legacy") == "build_info_legacy.json"
     assert native.library_group(native.library_name("custom", ".pyd")) == "custom"
     assert native.is_not_built_message(f"RuntimeError: {native.NOT_BUILT_PREFIX} the backward kernel")
+
+
+def test_cmake_writes_the_names_the_runtime_reads():
+    """CMake spells the two file names itself (a configure has no Python to ask for a target name);
+    this holds its spelling to flash_attn_wheel_names.native's."""
+    cmakelists = (ROOT / "CMakeLists.txt").read_text(encoding="utf-8")
+    assert f'OUTPUT_NAME "{native.LIBRARY_PREFIX}${{group}}"' in cmakelists
+    assert f'/{native.BUILD_INFO_PREFIX}${{group}}{native.BUILD_INFO_SUFFIX}"' in cmakelists
+    assert f"DESTINATION {native.PACKAGE}" in cmakelists
+    suffixes = re.findall(
+        r'set\(FLASH_ATTN_MODULE_SUFFIX "([^"]+)"\)', (ROOT / "cmake" / "FlashAttnOptions.cmake").read_text()
+    )
+    assert sorted(suffixes) == sorted(native.LIBRARY_SUFFIXES)
