@@ -43,6 +43,7 @@ class Captured(BaseException):  # not an Exception: run_main must not swallow it
 def capture(self, *args, **kwargs):
     raise Captured(self)
 
+original = argparse.ArgumentParser.parse_args, argparse.ArgumentParser.parse_known_args
 argparse.ArgumentParser.parse_args = capture
 argparse.ArgumentParser.parse_known_args = capture
 flags = set(sys.argv[2].split(","))
@@ -72,6 +73,7 @@ for path in sorted((src / "release").rglob("*.py")):
     else:
         missed.append(name)
 
+argparse.ArgumentParser.parse_args, argparse.ArgumentParser.parse_known_args = original
 from release.build import wheels
 built = wheels.parse(["--arch-group", "legacy"], env={})
 print(json.dumps({"parsers": report, "missed": missed,
