@@ -20,12 +20,17 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 SRC = ROOT / "src"
-# The pinned tools of the sessions: tool_pins of build-manifest.json (docs/manifest.md), read here
-# with json as .ci/run reads its pins; $FLASH_ATTN_MANIFEST names another copy, as for every reader.
+# Which manifest is in use is one rule (flash_attn_wheel_names.manifest_file: $FLASH_ATTN_MANIFEST, else
+# build-manifest.json), which the sessions' modules follow too; that package is standard library only,
+# so this process imports it from src/ as the sessions' subprocesses do (PYTHONPATH=src).
+sys.path.insert(0, str(SRC))
+from flash_attn_wheel_names import manifest_file  # noqa: E402
+
+# The pinned tools of the sessions: tool_pins of the manifest (docs/manifest.md), read here with json.
 # pyproject.toml states only lower bounds for a plain `pip install .`; the sessions install these
 # exact versions so every wheel of a release is built with the same tools. torch is not pinned:
 # the sessions take the machine's torch or the one given with --torch-version.
-_MANIFEST = Path(os.environ.get("FLASH_ATTN_MANIFEST") or ROOT / "build-manifest.json")
+_MANIFEST = manifest_file.path(ROOT)
 PINS = json.loads(_MANIFEST.read_text(encoding="utf-8"))["tool_pins"]
 
 nox.options.sessions = ["lint", "tests"]

@@ -19,7 +19,9 @@ function(flash_attn_generate_units)
   flash_attn_manifest_text(_)  # the kernel sets are in the manifest: its change re-runs the configure
   flash_attn_manifest_file(manifest)
   execute_process(
-    COMMAND "${CMAKE_COMMAND}" -E env "FLASH_ATTN_MANIFEST=${manifest}"
+    # PYTHONPATH: the generator imports flash_attn_wheel_names (src/), the owner of the "built without"
+    # message the runtime matches. The generator needs the standard library only, so src/ alone is enough.
+    COMMAND "${CMAKE_COMMAND}" -E env "FLASH_ATTN_MANIFEST=${manifest}" "PYTHONPATH=${PROJECT_SOURCE_DIR}/src"
             "${arg_PYTHON}" "${generator}" --kernel-set "${arg_KERNEL_SET}" --shard "${arg_SHARD}" --tree "${arg_TREE}" --out "${arg_OUT_DIR}"
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT rc EQUAL 0)
@@ -28,7 +30,8 @@ function(flash_attn_generate_units)
   message(STATUS "${out}")
   # Re-run the configure when the generator or the kernel set definitions change.
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-               "${generator}" "${PROJECT_SOURCE_DIR}/src/kernels/kernel_set.py")
+               "${generator}" "${PROJECT_SOURCE_DIR}/src/kernels/kernel_set.py"
+               "${PROJECT_SOURCE_DIR}/src/flash_attn_wheel_names/native.py")
   # ENCODING UTF-8: without it file(STRINGS) keeps ASCII only and splits a path at "ö" (a build root "b röt").
   file(STRINGS "${arg_OUT_DIR}/units.txt" sources ENCODING UTF-8)
   file(READ "${arg_OUT_DIR}/kernels.json" kernels_json)

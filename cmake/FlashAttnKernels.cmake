@@ -145,8 +145,9 @@ function(flash_attn_kernel_key_of_this_build)
   set(inputs "")
   file(GLOB_RECURSE shim_files LIST_DIRECTORIES false "${PROJECT_SOURCE_DIR}/src/kernels/torch_free/*")
   list(SORT shim_files)
+  # native.py: the generated dispatch's "built without" message is its NOT_BUILT_PREFIX
   foreach(f "${PROJECT_SOURCE_DIR}/src/kernels/generate_units.py" "${PROJECT_SOURCE_DIR}/src/kernels/dispatch.h"
-          ${shim_files})
+          "${PROJECT_SOURCE_DIR}/src/flash_attn_wheel_names/native.py" ${shim_files})
     file(SHA256 "${f}" h)
     file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${f}")
     list(APPEND inputs "${rel}=${h}")

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from flash_attn_wheel_names import native as _native
+
 from . import _build_info, _loader, _ops
 from ._errors import InputError, KernelNotBuiltError
 from ._tracing import constant_result
@@ -39,9 +41,8 @@ KERNEL_DEVICE_TYPE = "cuda"
 
 # The operators' own messages: ArgChecker's "flash_attn::<op>: ..." (src/binding/checks.h) and the
 # dispatcher's "flash_attn::<op>() Expected a value of type ..." (any flash_attn* namespace, so
-# the CPU test operators translate alike); the dispatch stubs' text (src/kernels/generate_units.py).
+# the CPU test operators translate alike). The dispatch stubs' text is flash_attn_wheel_names.native's.
 _INPUT_PREFIX = re.compile(r"flash_attn\w*::")
-_NOT_BUILT = "flash_attn was built without"
 
 
 def reset() -> None:
@@ -128,7 +129,7 @@ def _kernel_set_text() -> str:
 def translate(error: RuntimeError) -> RuntimeError:
     """The exception to raise for an operator's ``error`` (its message, the API's error class)."""
     message = str(error)
-    if _NOT_BUILT in message:
+    if _native.is_not_built_message(message):
         return KernelNotBuiltError(message + _kernel_set_text())
     if _INPUT_PREFIX.match(message):
         return InputError(message)

@@ -39,6 +39,9 @@ from typing import Any
 
 import torch
 
+from flash_attn_wheel_names import manifest_file as _manifest_file
+from flash_attn_wheel_names import native as _native
+
 from . import _build_info, _compat, _ops, _rng
 from ._errors import (
     FlashAttnError,
@@ -71,12 +74,11 @@ _NOT_A_LIBRARY_RE = re.compile(
     re.IGNORECASE,
 )
 
-_LIBRARY_RE = re.compile(r"_C_(?P<group>[A-Za-z0-9]+)(?:\.[^.]+)*\.(?:so|pyd)")
-
 
 def library_pattern() -> re.Pattern[str]:
-    """Regex a native library file name matches; group ``group`` is the arch group."""
-    return _LIBRARY_RE
+    """Regex a native library file name matches; group ``group`` is the arch group
+    (flash_attn_wheel_names.native owns the name)."""
+    return _native.library_pattern()
 
 
 @dataclass
@@ -131,7 +133,7 @@ def _package_dirs() -> list[Path]:
     return dirs
 
 
-MANIFEST_ENV = "FLASH_ATTN_MANIFEST"
+MANIFEST_ENV = _manifest_file.ENV
 
 
 def checkout_group_names() -> list[str]:
@@ -139,7 +141,7 @@ def checkout_group_names() -> list[str]:
     build-manifest.json, or ``$FLASH_ATTN_MANIFEST``), e.g. ``["blackwell", "legacy", "custom"]``;
     empty when there is none to read (an installed wheel ships no manifest: its build info says
     what it was built for)."""
-    path = Path(os.environ.get(MANIFEST_ENV) or Path(__file__).resolve().parent.parent / "build-manifest.json")
+    path = _manifest_file.path(Path(__file__).resolve().parent.parent)
     try:
         return [str(g["name"]) for g in json.loads(path.read_text(encoding="utf-8"))["arch_groups"]]
     except (OSError, ValueError, KeyError, TypeError):
@@ -176,19 +178,18 @@ def find_library(dirs: Iterable[Path], env_value: str | None = None) -> tuple[Pa
     """
     if env_value:
         path = Path(env_value).expanduser()
-        match = _LIBRARY_RE.fullmatch(path.name)
-        if not path.is_file() or match is None:
+        group = _native.library_group(path.name)
+        if not path.is_file() or group is None:
             raise LibraryLoadError(
                 f"{LIBRARY_ENV}={env_value} is not an existing _C_<group>.so/.pyd file; unset it or fix the path"
             )
-        group = match.group("group")
-        return path, path.with_name(f"build_info_{group}.json"), group
+        return path, path.with_name(_native.build_info_name(group)), group
     for folder in dirs:
         try:
             names = sorted(os.listdir(folder))
         except OSError:
             continue
-        found = [(name, m.group("group")) for name in names if (m := _LIBRARY_RE.fullmatch(name))]
+        found = [(name, group) for name in names if (group := _native.library_group(name))]
         if not found:
             continue
         groups = sorted({group for _, group in found})
@@ -198,7 +199,7 @@ def find_library(dirs: Iterable[Path], env_value: str | None = None) -> tuple[Pa
                 "one wheel was installed over another. Uninstall flash_attn and install the one wheel for your GPU"
             )
         name, group = found[0]
-        return Path(folder) / name, Path(folder) / f"build_info_{group}.json", group
+        return Path(folder) / name, Path(folder) / _native.build_info_name(group), group
     return None
 
 
@@ -262,7 +263,7 @@ def initialize(*, force: bool = False, warn: bool = True) -> LibraryState:
             state.library = _through_import_system(group, state.library)
         except LibraryLoadError as exc:
             return _fail(state, exc, warn=warn)
-        state.build_info_path = state.library.with_name(f"build_info_{group}.json")
+        state.build_info_path = state.library.with_name(_native.build_info_name(group))
     if not state.build_info_path.is_file():
         return _fail(
             state,

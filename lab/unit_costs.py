@@ -31,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from flash_attn_wheel_names import manifest_file  # noqa: E402
 from kernels import kernel_set as kernel_sets  # noqa: E402
 from release.compile import progress  # noqa: E402
 
@@ -83,7 +84,7 @@ def predicted(manifest: Path, kernel_set: str, archs: list[str], shards: int, jo
         "print(json.dumps(b.predicted_shards(sys.argv[2], sys.argv[3].split(','), int(sys.argv[4]), int(sys.argv[5]), "
         "float(sys.argv[6]))))"
     )
-    env = {**os.environ, "FLASH_ATTN_MANIFEST": str(manifest)}
+    env = {**os.environ, manifest_file.ENV: str(manifest)}
     args = [str(REPO), kernel_set, ",".join(archs), str(shards), str(jobs), str(memory_gib)]
     out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| key | seconds (mean of fp16, bf16) |\n|---|---:|")
     for k, v in costs.items():
         print(f"| {k} | {v} |")
-    manifest_path = Path(os.environ.get("FLASH_ATTN_MANIFEST") or REPO / "build-manifest.json")
+    manifest_path = manifest_file.path(REPO)
     if args.sharded:
         record = json.loads(args.sharded.read_text(encoding="utf-8"))
         rows = shard_table(record, manifest_path, costs, archs, args.memory_gib)

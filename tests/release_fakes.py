@@ -9,6 +9,9 @@ import json
 from pathlib import Path
 
 VERSION = "2.8.3.post2"
+# The stdlib-only package every wheel ships beside flash_attn (pyproject.toml wheel.packages): the smoke
+# check in the wheel's venv reads the library name rule from it.
+SHARED_PACKAGE = Path(__file__).resolve().parents[1] / "src" / "flash_attn_wheel_names"
 
 
 def build_info(group: str = "legacy", **overrides) -> dict:
@@ -43,7 +46,8 @@ def make_wheel(
     init: bool = True,
     metadata_tail: str = "",
 ) -> Path:
-    """A small wheel shaped like the real one: flash_attn/{__init__.py,_C_<group>.so,build_info_<group>.json}.
+    """A small wheel shaped like the real one: flash_attn/{__init__.py,_C_<group>.so,build_info_<group>.json}
+    and the shared package flash_attn_wheel_names/.
 
     ``metadata_tail`` is appended to METADATA's headers (e.g. ``"Requires-Dist: torch\\n\\n# body\\n"``)."""
     from wheel.wheelfile import WheelFile
@@ -57,6 +61,8 @@ def make_wheel(
         for g in libs if libs is not None else [group]:
             wf.writestr(f"flash_attn/_C_{g}.so", b"\x7fELF not a real library " + g.encode())
         wf.writestr(f"flash_attn/build_info_{group}.json", json.dumps(info or build_info(group)))
+        for module in sorted(SHARED_PACKAGE.glob("*.py")):
+            wf.writestr(f"flash_attn_wheel_names/{module.name}", module.read_bytes())
         wf.writestr(
             f"{dist_info}/METADATA",
             f"Metadata-Version: 2.1\nName: flash_attn\nVersion: {version}\nRequires-Python: >=3.10\n{metadata_tail}",

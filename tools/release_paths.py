@@ -500,10 +500,12 @@ CASES: dict[str, Callable[[Context], list[Row]]] = {
 def not_built_cause(exc: BaseException | None) -> BaseException | None:
     """The KernelNotBuiltError behind ``exc``, or None. torch.compile raises it wrapped (e.g. in an
     InternalTorchDynamoError), with the original as ``__cause__``; a compiled graph calls the
-    operator itself, whose RuntimeError carries the dispatch stub's "flash_attn was built without"."""
+    operator itself, whose RuntimeError carries the dispatch stub's message (flash_attn_wheel_names.native)."""
+    from flash_attn_wheel_names import native  # shipped beside flash_attn, like the KernelNotBuiltError above
+
     seen = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KernelNotBuiltError) or "flash_attn was built without" in str(exc):
+        if isinstance(exc, KernelNotBuiltError) or native.is_not_built_message(str(exc)):
             return exc
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__

@@ -49,6 +49,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from flash_attn_wheel_names import native  # src/ on PYTHONPATH, as for the line below
 from release.ship.smoke_check import package_build_info
 
 GATES = {"fp16": 2e-2, "bf16": 1e-2}
@@ -225,7 +226,7 @@ class FlashAttn:
 
     @staticmethod
     def _translate(e: Exception):
-        if type(e).__name__ == "KernelNotBuiltError" or "was built without" in str(e):
+        if type(e).__name__ == "KernelNotBuiltError" or native.is_not_built_message(str(e)):
             return NotBuilt(str(e))
         return e
 

@@ -2,7 +2,10 @@
 
 - :mod:`flash_attn_wheel_names.label`: the local version label (``cu130torch2.14.1cxx11abitrue.legacy.rev1``)
   and this project's revision of the upstream release;
-- :mod:`flash_attn_wheel_names.install`: which package index serves the wheel for a GPU and torch.
+- :mod:`flash_attn_wheel_names.install`: which package index serves the wheel for a GPU and torch;
+- :mod:`flash_attn_wheel_names.native`: the native library's and build info's file names, and the
+  message of a kernel the kernel set left out (rendered into the generated C++);
+- :mod:`flash_attn_wheel_names.manifest_file`: which build manifest a source checkout uses.
 
 A top-level package of its own, shipped in every wheel beside ``flash_attn`` (pyproject.toml
 ``wheel.packages``), because two sides need the same spelling: the installed ``flash_attn`` runtime

@@ -27,15 +27,19 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+# src/ is on the path wherever this module runs: PYTHONPATH=src for the tooling, and CMake sets it for
+# generate_units.py (cmake/FlashAttnKernelSet.cmake).
+from flash_attn_wheel_names import manifest_file
+
 
 def manifest_path() -> Path:
-    """The build manifest in use: $FLASH_ATTN_MANIFEST, else build-manifest.json of this checkout."""
-    return Path(os.environ.get("FLASH_ATTN_MANIFEST") or Path(__file__).resolve().parents[2] / "build-manifest.json")
+    """The build manifest in use: $FLASH_ATTN_MANIFEST, else build-manifest.json of this checkout
+    (the rule is flash_attn_wheel_names.manifest_file's)."""
+    return manifest_file.path(Path(__file__).resolve().parents[2])
 
 
 def _load_manifest() -> dict:

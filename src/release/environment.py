@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flash_attn_wheel_names import manifest_file
+
 # What a variable changes; the table's "affects" column.
 AFFECTS = ("build", "runtime", "benchmark", "CI", "test")
 
@@ -53,17 +55,15 @@ REGISTRY: tuple[EnvVar, ...] = (
         ("runtime", "benchmark", "test"),
     ),
     EnvVar(
-        "FLASH_ATTN_MANIFEST",
+        manifest_file.ENV,
         "another build manifest for every reader: CMake, the release tooling, nox, the kernel sets, the "
-        "source checkout's loader (tests and the release rehearsal point it at a copy)",
+        "source checkout's loader, CI's pins (tests and the release rehearsal point it at a copy); every "
+        "Python reader asks flash_attn_wheel_names.manifest_file",
         "`build-manifest.json` of the checkout",
         (
             "cmake/FlashAttnManifest.cmake",
-            "src/release/manifest.py",
-            "src/kernels/kernel_set.py",
-            "noxfile.py",
-            "flash_attn/_loader.py",
-            "src/release/workflow/rehearsal.py",
+            "src/flash_attn_wheel_names/manifest_file.py",
+            ".ci/run",
         ),
         ("build", "runtime", "CI"),
     ),
@@ -76,7 +76,6 @@ REGISTRY: tuple[EnvVar, ...] = (
         (
             "cmake/FlashAttnUpstream.cmake",
             "src/release/compile/options.py",
-            "src/release/compile/estimate.py",
             "bench/build.py",
         ),
         ("build", "benchmark"),

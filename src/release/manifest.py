@@ -12,19 +12,20 @@ Stdlib only: ``nox -s matrix`` and ``.ci/run`` read it before anything is instal
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from flash_attn_wheel_names import manifest_file
 from release import _paths
 
-ENV = "FLASH_ATTN_MANIFEST"
-DEFAULT_PATH = _paths.REPO_ROOT / "build-manifest.json"
+ENV = manifest_file.ENV
+DEFAULT_PATH = _paths.REPO_ROOT / manifest_file.NAME
 
 
 def path() -> Path:
-    """The manifest in use: ``$FLASH_ATTN_MANIFEST`` when set, else build-manifest.json of this checkout."""
-    return Path(os.environ.get(ENV) or DEFAULT_PATH)
+    """The manifest in use: ``$FLASH_ATTN_MANIFEST`` when set, else build-manifest.json of this checkout
+    (the rule is :func:`flash_attn_wheel_names.manifest_file.path`'s)."""
+    return manifest_file.path(_paths.REPO_ROOT)
 
 
 def load(file: Path | None = None) -> dict[str, Any]:

@@ -23,8 +23,9 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from flash_attn_wheel_names import native
 from release import _paths, checksums, index_url, locks, procs
-from release.compile import estimate, machine, progress, tagging
+from release.compile import estimate, machine, options, progress, tagging
 from release.errors import ReleaseError
 
 _SHOWN_RE = re.compile(
@@ -51,9 +52,13 @@ def build_env(base: dict | None = None) -> dict[str, str]:
     """The build's environment: Ninja's status format, unbuffered output, SOURCE_DATE_EPOCH
     (tagging.source_date_epoch) for the wheel's zip timestamps, so the same inputs give the same bytes, and
     FLASH_ATTN_INDEX_URL, the package index the build info records (release.index_url.resolve: derived from
-    GITHUB_REPOSITORY, "" outside a workflow; a value set by hand is replaced, never trusted)."""
+    GITHUB_REPOSITORY, "" outside a workflow; a value set by hand is replaced, never trusted), and
+    FLASH_ATTN_CACHE_DIR, the sdist cache folder as release.compile.options.sdist_cache_dir resolves it (so
+    the folder the session checked is the one cmake/FlashAttnUpstream.cmake downloads into; CMake's own
+    copy of the rule serves a plain ``pip install .`` only)."""
     env = dict(os.environ if base is None else base)
     env[index_url.ENV] = index_url.resolve(env)
+    env[options.CACHE_DIR_ENV] = str(options.sdist_cache_dir(env))
     env["SOURCE_DATE_EPOCH"] = tagging.source_date_epoch(env)
     env["NINJA_STATUS"] = "[%f/%t] "  # the format BuildProgress parses: finished/total edges
     env["PYTHONUNBUFFERED"] = "1"
@@ -277,7 +282,7 @@ def run_build(
 def library_sizes(wheel: Path, nvcc: str | None = None) -> dict[str, int]:
     """Per-arch device code size of the wheel's flash_attn/_C_<group> library (see progress.arch_sizes)."""
     with tagging.open_wheel(wheel) as zf:
-        libs = [n for n in zf.namelist() if re.match(r"^flash_attn/_C_\w+\.(so|pyd)$", n)]
+        libs = [n for n in zf.namelist() if native.wheel_library_group(n)]
         if not libs:
             return {}
         with tempfile.TemporaryDirectory() as tmp:

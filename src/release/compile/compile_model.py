@@ -196,14 +196,15 @@ def full_build_job_minutes(os_name: str, group: str, units, runner: Runner) -> f
     return SETUP_MINUTES["link"][os_name] + wall / 60
 
 
-def shard_count(os_name: str, group: str, kernel_set: str = "release", runner: Runner | None = None) -> int:
+def shard_count(os_name: str, group: str, kernel_set: str | None = None, runner: Runner | None = None) -> int:
     """The smallest N for which every shard job (kernel_set.split_shards) is predicted <= TARGET_MINUTES
-    (the job limit less ``release_plan.margin_percent``).
+    (the job limit less ``release_plan.margin_percent``). `kernel_set` defaults to the release's
+    (``release_matrix.kernel_set`` of the manifest, as in release.plan.matrix).
 
     Raises PlanError when even one unit per shard exceeds it (a unit alone is too slow for the runner).
     """
     runner = runner or default_runner()
-    units = units_of(kernel_set)
+    units = units_of(kernel_set or _MANIFEST["release_matrix"]["kernel_set"])
     for n in range(1, len(units) + 1):
         if (
             max(shard_job_minutes(os_name, group, s, runner) for s in kernel_sets.split_shards(units, n))

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from kernels import kernel_set as kernel_sets
 from release import checksums, manifest
-from release.compile import compile_model, machine, progress, toolchain
+from release.compile import compile_model, machine, options, progress, toolchain
 from release.errors import ReleaseError
 
 LONG_SECONDS = 30 * 60  # the issue's threshold: a build predicted longer than this offers cheaper commands
@@ -57,14 +57,9 @@ VISIBLE_SMS_ENV = "FLASH_ATTN_VISIBLE_SMS"  # e.g. "89" or "80,90"; "none": no G
 
 
 def cache_dir(env=None) -> Path:
-    """The per-user cache folder of cmake/FlashAttnUpstream.cmake (flash_attn_default_cache_dir)."""
-    env = os.environ if env is None else env
-    if env.get("FLASH_ATTN_CACHE_DIR"):
-        return Path(env["FLASH_ATTN_CACHE_DIR"])
-    if os.name == "nt" and env.get("LOCALAPPDATA"):
-        return Path(env["LOCALAPPDATA"]) / "flash_attn_wheels"
-    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "flash_attn_wheels"
+    """The per-user cache folder, the one the sdist download uses (the rule is
+    :func:`release.compile.options.sdist_cache_dir`'s; the build hands CMake its result)."""
+    return options.sdist_cache_dir(env)
 
 
 def available_memory_gib() -> float:

@@ -471,16 +471,21 @@ def check_sdist_cache(env: Mapping[str, str] | None = None) -> None:
     folder = sdist_cache_dir(env)
     version, _ = manifest.upstream_pin()
     if not (folder / f"flash_attn-{version}.tar.gz").is_file():
-        check_writable(folder, "FLASH_ATTN_CACHE_DIR", "sdist download cache")
+        check_writable(folder, CACHE_DIR_ENV, "sdist download cache")
+
+
+CACHE_DIR_ENV = "FLASH_ATTN_CACHE_DIR"  # the per-user cache folder (sdist download, build speed records)
 
 
 def sdist_cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """Where the build keeps the downloaded sdist (cmake/FlashAttnUpstream.cmake, flash_attn_cache_dir):
+    """Where the build keeps the downloaded sdist, and the per-user cache of release.compile.estimate:
     $FLASH_ATTN_CACHE_DIR, else %LOCALAPPDATA%/flash_attn_wheels on Windows, else
-    $XDG_CACHE_HOME/flash_attn_wheels or ~/.cache/flash_attn_wheels."""
+    $XDG_CACHE_HOME/flash_attn_wheels or ~/.cache/flash_attn_wheels. The Python owner of the rule: the
+    sessions pass its result to CMake as $FLASH_ATTN_CACHE_DIR (release.compile.builder.build_env);
+    cmake/FlashAttnUpstream.cmake (flash_attn_cache_dir) repeats it for a plain ``pip install .``."""
     env = os.environ if env is None else env
-    if env.get("FLASH_ATTN_CACHE_DIR"):
-        return Path(env["FLASH_ATTN_CACHE_DIR"])
+    if env.get(CACHE_DIR_ENV):
+        return Path(env[CACHE_DIR_ENV])
     if os.name == "nt" and env.get("LOCALAPPDATA"):
         return Path(env["LOCALAPPDATA"]) / "flash_attn_wheels"
     if env.get("XDG_CACHE_HOME"):

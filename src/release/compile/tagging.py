@@ -61,13 +61,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flash_attn_wheel_names import label as wheel_label
+from flash_attn_wheel_names import native
 from release import _paths, confine
 from release.compile import arch_rules
 from release.errors import ReleaseError
 
 MIN_WHEEL = (0, 48)
-_BUILD_INFO_RE = re.compile(r"^flash_attn/build_info_([a-z0-9_]+)\.json$")
-_LIBRARY_RE = re.compile(r"^flash_attn/_C_([a-z0-9_]+)\.(so|pyd)$")
 
 
 # 1980-01-01, the earliest zip timestamp: used when neither SOURCE_DATE_EPOCH nor git is there.
@@ -221,7 +220,7 @@ def tagged_version(version: str, label: str) -> str:
 def read_build_info(wheel: Path) -> dict:
     """The one flash_attn/build_info_<group>.json inside `wheel` (ReleaseError if not exactly one)."""
     with open_wheel(wheel) as zf:
-        names = [n for n in zf.namelist() if _BUILD_INFO_RE.match(n)]
+        names = [n for n in zf.namelist() if native.wheel_build_info_group(n)]
         if len(names) != 1:
             raise ReleaseError(
                 f"{wheel.name} holds {len(names)} build info files ({names}); expected exactly one "
@@ -237,8 +236,8 @@ def native_members(wheel: Path) -> tuple[list[str], list[str]]:
     """(group names of flash_attn/_C_<group>.so|pyd, group names of build_info_<group>.json) in `wheel`."""
     with open_wheel(wheel) as zf:
         names = zf.namelist()
-    libs = [m.group(1) for m in map(_LIBRARY_RE.match, names) if m]
-    infos = [m.group(1) for m in map(_BUILD_INFO_RE.match, names) if m]
+    libs = [group for name in names if (group := native.wheel_library_group(name))]
+    infos = [group for name in names if (group := native.wheel_build_info_group(name))]
     return libs, infos
 
 

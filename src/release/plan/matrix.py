@@ -8,7 +8,8 @@ to its jobs with ``fromJSON``. ``--stage`` picks the list:
 - ``link`` (the default): one entry per wheel: the link-and-package job that builds the binding
   against the gathered kernels of its (OS, CUDA, group), tags, smoke-tests and checksums the wheel.
   Its ``wheel`` fields are what SHA256SUMS must cover (release.ship.gates). With ``--torch-abi stable``
-  (the default) each (OS, group, CUDA) gets ONE stable-ABI wheel for every torch of the table >=
+  (the default: ``release_matrix.torch_abi`` of the manifest) each (OS, group, CUDA) gets ONE
+  stable-ABI wheel for every torch of the table >=
   ``stable_abi.torch_min`` (built against the oldest of them that has that CUDA build; the entry's
   ``torches`` lists the torches it serves), and a per-torch wheel for each torch below the minimum
   (none today); ``--torch-abi exact`` gives one per-torch wheel per (OS, group, CUDA, torch).
@@ -93,7 +94,11 @@ KERNEL_SETS = tuple(_MANIFEST["kernels"]["sets"])
 STAGES = ("link", "shards", "gather")  # the release workflow's job lists, in the order they run
 # The minimum torch of a stable-ABI wheel (stable_abi.torch_min of the manifest; CMake reads the same entry).
 TORCH_MIN = _MANIFEST["stable_abi"]["torch_min"]
-TORCH_ABIS = ("stable", "exact")  # the release's choice first: stable where it applies, per-torch below it
+# The wheels a release builds and their kernel set (release_matrix.torch_abi and .kernel_set of the
+# manifest): the defaults of --torch-abi and --kernel-set here and in release.plan.plan. The choices of
+# --torch-abi are flash_attn_wheel_names.label.TORCH_ABIS (the build info's values).
+RELEASE_TORCH_ABI = _MATRIX["torch_abi"]
+RELEASE_KERNEL_SET = _MATRIX["kernel_set"]
 
 
 class MatrixError(ReleaseError, ValueError):
@@ -105,12 +110,10 @@ def cu_tag(cuda: str) -> str:
     return wheel_label.cuda_tag(cuda)
 
 
-def local_label(
-    cuda: str, torch: str, cxx11_abi: bool, group: str, kernel_set: str = "release", torch_abi: str = "exact"
-) -> str:
+def local_label(cuda: str, torch: str, cxx11_abi: bool, group: str, kernel_set: str, torch_abi: str) -> str:
     """The local version label a wheel of this combination gets (src/flash_attn_wheel_names/label.py spells it); a
     stable-ABI label names TORCH_MIN instead of `torch` and the C++11 ABI flag."""
-    torch_min = TORCH_MIN if torch_abi == "stable" else None
+    torch_min = TORCH_MIN if torch_abi == wheel_label.TORCH_ABI_STABLE else None
     return wheel_label.local_label(cuda, torch, cxx11_abi, group, kernel_set, torch_abi=torch_abi, torch_min=torch_min)
 
 
@@ -137,21 +140,23 @@ class Wheel:
 
 
 def release_wheels(
-    torch_abi: str = "stable", table: dict[str, tuple[str, ...]] | None = None, torch_min: str = TORCH_MIN
+    torch_abi: str | None = None, table: dict[str, tuple[str, ...]] | None = None, torch_min: str = TORCH_MIN
 ) -> list[Wheel]:
-    """Every wheel of the release for `table` (torch -> its CUDA builds; default the manifest's TORCH).
+    """Every wheel of the release for `table` (torch -> its CUDA builds; default the manifest's TORCH) and
+    `torch_abi` (default RELEASE_TORCH_ABI).
 
     ``exact``: one per (OS, group, CUDA, torch). ``stable``: per (OS, group, CUDA) one stable-ABI wheel
     serving every torch >= `torch_min` with that CUDA build, built against the oldest of them, plus one
     exact wheel per torch below `torch_min` (their per-torch wheels stay).
     """
     table = TORCH if table is None else table
+    torch_abi = torch_abi or RELEASE_TORCH_ABI
     out = []
     for os_name in OSES:
         for group in GROUPS:
-            if torch_abi == "exact":
+            if torch_abi == wheel_label.TORCH_ABI_EXACT:
                 out += [
-                    Wheel(os_name, group, cuda, torch, "exact", (torch,))
+                    Wheel(os_name, group, cuda, torch, wheel_label.TORCH_ABI_EXACT, (torch,))
                     for torch, cudas in table.items()
                     for cuda in cudas
                 ]
@@ -159,11 +164,13 @@ def release_wheels(
             for cuda in CUDA:
                 served = sorted((t for t, cudas in table.items() if cuda in cudas), key=release_tuple)
                 out += [
-                    Wheel(os_name, group, cuda, t, "exact", (t,)) for t in served if not stable_serves(t, torch_min)
+                    Wheel(os_name, group, cuda, t, wheel_label.TORCH_ABI_EXACT, (t,))
+                    for t in served
+                    if not stable_serves(t, torch_min)
                 ]
                 stable = tuple(t for t in served if stable_serves(t, torch_min))
                 if stable:
-                    out.append(Wheel(os_name, group, cuda, stable[0], "stable", stable))
+                    out.append(Wheel(os_name, group, cuda, stable[0], wheel_label.TORCH_ABI_STABLE, stable))
     return out
 
 
@@ -194,27 +201,30 @@ def entry(
     group: str,
     cuda: str,
     torch: str,
-    kernel_set: str = "release",
+    kernel_set: str = RELEASE_KERNEL_SET,
     version: str | None = None,
     runner: str | None = None,
-    torch_abi: str = "exact",
+    *,
+    torch_abi: str,
     torches: Iterable[str] | None = None,
 ) -> dict:
     """One matrix entry: what a build job needs, and the wheel it must produce.
 
-    `torch` is the torch the job builds against; a stable-ABI entry (`torch_abi` "stable") serves
+    `torch` is the torch the job builds against with binding `torch_abi` (a :class:`Wheel`'s: no
+    default, an entry is one wheel); a stable-ABI entry (`torch_abi` "stable") serves
     `torches` (default: `torch` alone), all >= TORCH_MIN, and passes ``--torch-abi stable``.
     """
     info = OSES[os_name]
     version = version or _paths.package_version()
     label = local_label(cuda, torch, info.cxx11_abi, group, kernel_set, torch_abi)
     session = f"wheel_{group}"
-    if torch_abi == "stable":
+    if torch_abi == wheel_label.TORCH_ABI_STABLE:
         name = f"{group}-{cu_tag(cuda)}-torchstable{TORCH_MIN}-{info.short}"
-        args = ["--torch-version", torch, "--torch-abi", "stable", "--kernel-set", kernel_set]
     else:
         name = f"{group}-{cu_tag(cuda)}-torch{torch}-{info.short}"
-        args = ["--torch-version", torch, "--kernel-set", kernel_set]
+    # --torch-abi always: the wheel must be the one this entry names, whatever the session's default
+    # (options.FLASH_ATTN_TORCH_ABI.default of the manifest) is.
+    args = ["--torch-version", torch, "--torch-abi", torch_abi, "--kernel-set", kernel_set]
     return {
         "name": name,
         "os": os_name,
@@ -230,7 +240,7 @@ def entry(
         "torches": list(torches) if torches is not None else [torch],
         # the newest torch it serves: the link job smoke-tests a stable-ABI wheel under it too
         "torch_newest": max(torches, key=release_tuple) if torches else torch,
-        "torch_min": TORCH_MIN if torch_abi == "stable" else None,
+        "torch_min": TORCH_MIN if torch_abi == wheel_label.TORCH_ABI_STABLE else None,
         "torch_index": TORCH_INDEX.format(cu=cu_tag(cuda)),
         "python": PYTHON,
         "kernel_set": kernel_set,
@@ -338,23 +348,26 @@ def build_matrix(
     groups: Iterable[str] | None = None,
     cudas: Iterable[str] | None = None,
     torches: Iterable[str] | None = None,
-    kernel_set: str = "release",
+    kernel_set: str | None = None,
     runners: Iterable[str] | None = None,
     version: str | None = None,
     stage: str = "link",
-    torch_abi: str = "stable",
+    torch_abi: str | None = None,
 ) -> dict:
     """{"include": [entry, ...]} of the wheels the filters select (all when none is given).
 
     `stage` is one of STAGES: the link entries (one per wheel), or the shard or gather jobs of the
-    (OS, CUDA, group) those link entries need. `torch_abi` (TORCH_ABIS) picks the wheels
-    (:func:`release_wheels`): stable-ABI wheels where they apply (default), or per-torch wheels only.
-    A torch filter selects the wheels that serve a matching torch.
+    (OS, CUDA, group) those link entries need. `torch_abi` (one of flash_attn_wheel_names.label.TORCH_ABIS;
+    default RELEASE_TORCH_ABI) picks the wheels (:func:`release_wheels`): stable-ABI wheels where they
+    apply, or per-torch wheels only. `kernel_set` defaults to RELEASE_KERNEL_SET. A torch filter selects
+    the wheels that serve a matching torch.
     """
+    torch_abi = torch_abi or RELEASE_TORCH_ABI
+    kernel_set = kernel_set or RELEASE_KERNEL_SET
     if stage not in STAGES:
         raise MatrixError(f"unknown --stage {stage!r}. Valid values: {', '.join(STAGES)}.")
-    if torch_abi not in TORCH_ABIS:
-        raise MatrixError(f"unknown --torch-abi {torch_abi!r}. Valid values: {', '.join(TORCH_ABIS)}.")
+    if torch_abi not in wheel_label.TORCH_ABIS:
+        raise MatrixError(f"unknown --torch-abi {torch_abi!r}. Valid values: {', '.join(wheel_label.TORCH_ABIS)}.")
     oses, groups, cudas, torches = _values(oses), _values(groups), _values(cudas), _values(torches)
     _check("--os", oses, OSES)
     _check("--group", groups, GROUPS)
@@ -412,15 +425,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--stage", default="link", help=f"job list: {', '.join(STAGES)} (default link: one per wheel)")
     p.add_argument(
         "--torch-abi",
-        default="stable",
-        help=f"stable (default: one stable-ABI wheel per (OS, CUDA, group) for torch >= {TORCH_MIN}, per-torch "
-        "wheels below it) or exact (a per-torch wheel for every torch)",
+        default=RELEASE_TORCH_ABI,
+        help=f"stable (one stable-ABI wheel per (OS, CUDA, group) for torch >= {TORCH_MIN}, per-torch wheels "
+        f"below it) or exact (a per-torch wheel for every torch); default {RELEASE_TORCH_ABI} "
+        "(release_matrix.torch_abi of the manifest)",
     )
     p.add_argument("--os", action="append", help=f"runner image(s): {', '.join(OSES)}")
     p.add_argument("--group", action="append", help=f"arch group(s): {', '.join(GROUPS)}")
     p.add_argument("--cuda", action="append", help=f"CUDA toolkit(s): {', '.join(CUDA)}")
     p.add_argument("--torch", action="append", help=f"torch version(s) or minors: {', '.join(TORCH)}")
-    p.add_argument("--kernel-set", default="release", help=f"kernel set of every entry: {', '.join(KERNEL_SETS)}")
+    p.add_argument(
+        "--kernel-set",
+        default=RELEASE_KERNEL_SET,
+        help=f"kernel set of every entry: {', '.join(KERNEL_SETS)} "
+        f"(default {RELEASE_KERNEL_SET}: release_matrix.kernel_set)",
+    )
     p.add_argument(
         "--runner", action="append", help="OS=LABEL: run that OS's jobs on another runner label (larger runners)"
     )
@@ -439,10 +458,10 @@ def main(argv: list[str] | None = None) -> int:
             args.group,
             args.cuda,
             args.torch,
-            args.kernel_set or "release",
+            args.kernel_set,
             args.runner,
             stage=args.stage,
-            torch_abi=args.torch_abi or "stable",
+            torch_abi=args.torch_abi,
         )
         text = format_table(matrix) if args.format == "table" else json.dumps(matrix, separators=(",", ":")) + "\n"
         if args.output:

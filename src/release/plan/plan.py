@@ -166,18 +166,21 @@ def kernel_builds(entries: list[dict]) -> list[tuple[str, str, str]]:
 
 
 def plan(
-    kernel_set: str = "release",
+    kernel_set: str | None = None,
     runner: Runner | None = None,
     entries: list[dict] | None = None,
-    torch_abi: str = "stable",
+    torch_abi: str | None = None,
 ) -> dict:
     """The release plan as one JSON-serialisable object (see the module docstring); PlanError when the
     limit cannot be met. `entries` are the link entries (default: the whole release matrix of `torch_abi`).
+    `kernel_set` and `torch_abi` default to the release's (release_matrix.kernel_set and .torch_abi of
+    the manifest: matrix.RELEASE_KERNEL_SET, matrix.RELEASE_TORCH_ABI).
 
     The "before" figures are the per-torch design without shared kernels: one full build per torch a
     wheel serves (an entry's ``torches``), so a stable-ABI wheel for five torches counts five.
     """
     runner = runner or default_runner()
+    kernel_set = kernel_set or matrix.RELEASE_KERNEL_SET
     units = units_of(kernel_set)
     if entries is None:
         entries = matrix.build_matrix(kernel_set=kernel_set, torch_abi=torch_abi)["include"]
@@ -351,11 +354,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--runner-memory-gib", type=float, help=f"memory of a runner (default {_PLAN['runner']['memory_gib']})"
     )
-    p.add_argument("--kernel-set", default="release", help="kernel set of every job (default release)")
+    p.add_argument(
+        "--kernel-set",
+        default=matrix.RELEASE_KERNEL_SET,
+        help=f"kernel set of every job (default {matrix.RELEASE_KERNEL_SET}: release_matrix.kernel_set)",
+    )
     p.add_argument(
         "--torch-abi",
-        default="stable",
-        help="the wheels of release.plan.matrix: stable (default, one per (OS, CUDA, group)) or exact (one per torch)",
+        default=matrix.RELEASE_TORCH_ABI,
+        help="the wheels of release.plan.matrix: stable (one per (OS, CUDA, group)) or exact (one per torch); "
+        f"default {matrix.RELEASE_TORCH_ABI} (release_matrix.torch_abi)",
     )
     p.add_argument("--jobs-here", action="store_true", help="print FLASH_ATTN_JOBS=<n> for this machine and exit")
     p.add_argument("--disk-check", metavar="LINK_JOB", help="fail unless --path has the disk this link job needs")

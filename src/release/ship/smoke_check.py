@@ -113,9 +113,11 @@ def main() -> int:
 
     @check("only this group's shared object is installed")
     def _():
+        from flash_attn_wheel_names import native  # shipped beside flash_attn: the library name's rule
+
         here = os.path.dirname(pkg.__file__)
-        libs = sorted(os.path.basename(p) for p in glob.glob(os.path.join(here, "_C_*")) if p.endswith((".so", ".pyd")))
-        assert len(libs) == 1 and libs[0].startswith(f"_C_{args.group}."), f"found {libs}"
+        libs = sorted(name for name in os.listdir(here) if native.library_group(name))
+        assert len(libs) == 1 and native.library_group(libs[0]) == args.group, f"found {libs}"
         FOUND["library"] = os.path.join(here, libs[0])
         return libs[0]
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flash_attn_wheel_names import label as wheel_label
+from flash_attn_wheel_names import manifest_file
 from release import _paths
 from release.errors import ReleaseError, run_main
 from release.workflow import gha, pwsh_args, rehearsal_network
@@ -405,7 +406,7 @@ class Rehearsal:
             "GITHUB_REF": self.github_ctx["ref"],
             "GITHUB_EVENT_NAME": self.github_ctx["event_name"],
             "GITHUB_SHA": self.sha,
-            "FLASH_ATTN_MANIFEST": str(manifest),
+            manifest_file.ENV: str(manifest),
             "PATH": os.pathsep.join([*added_path, str(self.bin), *_outer_path(env)]),
             "SCCACHE_DIR": str(self.root / "sccache"),
             "SCCACHE_SERVER_PORT": SCCACHE_PORT,
@@ -726,7 +727,7 @@ def _shard_limit(manifest: Path) -> float:
         "print(json.dumps([compile_model.shard_job_minutes('ubuntu-24.04','legacy',u[:1],r),"
         "compile_model.shard_job_minutes('ubuntu-24.04','legacy',u,r),compile_model.MARGIN_PERCENT]))"
     )
-    env = dict(os.environ, FLASH_ATTN_MANIFEST=str(manifest), PYTHONPATH=str(_paths.REPO_ROOT / "src"))
+    env = {**os.environ, manifest_file.ENV: str(manifest), "PYTHONPATH": str(_paths.REPO_ROOT / "src")}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise ReleaseError(f"cannot size the rehearsal's shards: {proc.stderr.strip()[-500:]}")

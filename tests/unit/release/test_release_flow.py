@@ -189,6 +189,13 @@ def test_build_command():
     assert builder.build_env({})["NINJA_STATUS"] == "[%f/%t] "
 
 
+def test_the_build_gets_the_cache_folder_the_session_resolved():
+    """CMake downloads the sdist into the folder release.compile.options checked (its rule, not CMake's copy)."""
+    env = {"XDG_CACHE_HOME": "/xdg"} if os.name != "nt" else {"LOCALAPPDATA": "C:/local"}
+    assert builder.build_env(env)["FLASH_ATTN_CACHE_DIR"] == str(options.sdist_cache_dir(env))
+    assert builder.build_env({"FLASH_ATTN_CACHE_DIR": "/mine"})["FLASH_ATTN_CACHE_DIR"] == str(Path("/mine"))
+
+
 @pytest.mark.skipif(os.name == "nt", reason="uses a POSIX shell script as the fake interpreter")
 def test_a_kernels_link_counts_no_kernel_units(tmp_path, fake_python, monkeypatch, capsys):
     # issue 28: a --kernels link (FLASH_ATTN_KERNELS) compiles no unit, yet its build folder lists the

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from flash_attn import _build_info, _loader
+from flash_attn_wheel_names import native  # the message the generated dispatch writes
 
 NAMESPACE = "flash_attn_mock"
 
@@ -87,7 +88,7 @@ def _kernel(kind: str, q: torch.Tensor) -> None:
     head_dim = _build_info.kernel_head_dim(q.shape[-1], _loader.STATE.head_dims)
     if not any((key.kind, key.dtype, key.head_dim) == (kind, dtype, head_dim) for key in _loader.STATE.kernels):
         raise RuntimeError(
-            f"flash_attn was built without {kind} {dtype} head dim {head_dim} (kernel set "
+            f"{native.NOT_BUILT_PREFIX} {kind} {dtype} head dim {head_dim} (kernel set "
             f"'{_loader.STATE.kernel_set_name}'); rebuild with FLASH_ATTN_KERNEL_SET=release"
         )
 

@@ -34,7 +34,7 @@ def test_every_os_label_carries_the_abi_flag_torch_reports():
         pytest.skip("this torch computes compiled_with_cxx11_abi(): the fact below was read from torch 2.14.1")
     for name, info in matrix.OSES.items():
         assert info.cxx11_abi is True, f"{name}: torch's flag is True on every OS; the label must say cxx11abitrue"
-    win = matrix.entry("windows-2022", "legacy", "13.0", "2.14.1")
+    win = matrix.entry("windows-2022", "legacy", "13.0", "2.14.1", torch_abi="exact")
     assert "cxx11abitrue" in win["label"] and win["wheel"].endswith("win_amd64.whl")
 
 

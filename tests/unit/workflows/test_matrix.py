@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from flash_attn_wheel_names import label as wheel_label
 from release._paths import package_version
 from release.plan import matrix
 
@@ -51,7 +52,7 @@ def nox_sessions() -> set[str]:
     return names
 
 
-@pytest.fixture(scope="module", params=matrix.TORCH_ABIS)
+@pytest.fixture(scope="module", params=wheel_label.TORCH_ABIS)
 def full(request) -> list[dict]:
     """The whole link matrix of one --torch-abi: stable (the release's, the default) and exact."""
     return matrix.build_matrix(torch_abi=request.param)["include"]
@@ -90,8 +91,9 @@ def test_torches_below_the_minimum_keep_their_per_torch_wheel():
         matrix.Wheel("ubuntu-24.04", "legacy", "13.2", "2.12.1", "stable", ("2.12.1",)),
     ]  # a CUDA outside matrix.CUDA (12.8) is no release build
     assert len(matrix.release_wheels("exact", table)) == len(matrix.OSES) * len(matrix.GROUPS) * 5
-    below = matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.10.0", version="2.8.3.post2")
-    assert below["label"] == "cu130torch2.10.0cxx11abitrue.legacy.rev1" and "--torch-abi" not in below["args"]
+    below = matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.10.0", version="2.8.3.post2", torch_abi="exact")
+    assert below["label"] == "cu130torch2.10.0cxx11abitrue.legacy.rev1"
+    assert below["args"][2:4] == ["--torch-abi", "exact"]  # always said: the session's default may differ
     assert matrix.stable_serves("2.11.0") and not matrix.stable_serves("2.10.1") and matrix.stable_serves("3.0.0")
 
 
@@ -194,11 +196,11 @@ def test_a_non_release_kernel_set_never_carries_a_release_name(full, kernel_set)
 
 
 def test_example_of_the_design_document():
-    e = matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.14.1", version="2.8.3.post2")
+    e = matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.14.1", version="2.8.3.post2", torch_abi="exact")
     assert e["wheel"] == (
         "flash_attn-2.8.3.post2+cu130torch2.14.1cxx11abitrue.legacy.rev1-cp310-abi3-manylinux_2_28_x86_64.whl"
     )
-    assert e["command"] == "nox -s wheel_legacy -- --torch-version 2.14.1 --kernel-set release"
+    assert e["command"] == "nox -s wheel_legacy -- --torch-version 2.14.1 --torch-abi exact --kernel-set release"
     e = matrix.entry(
         "ubuntu-24.04", "legacy", "13.0", "2.11.0", version="2.8.3.post2", torch_abi="stable", torches=["2.11.0"]
     )
@@ -242,7 +244,7 @@ def test_os_and_group_filter_selects_the_windows_legacy_builds():
         (dict(cudas=["12.8"]), "--cuda", "13.0, 13.2"),
         (dict(torches=["2.10"]), "--torch", "2.11.0, 2.12.1, 2.13.0, 2.14.1, 2.15.0"),
         (dict(stage="wheels"), "--stage", "link, shards, gather"),
-        (dict(torch_abi="abi3"), "--torch-abi", "stable, exact"),
+        (dict(torch_abi="abi3"), "--torch-abi", ", ".join(wheel_label.TORCH_ABIS)),
         (dict(kernel_set="full"), "--kernel-set", "release, dev, ci"),
         (dict(runners=["macos-14=big"]), "--runner OS", "ubuntu-24.04, windows-2022"),
     ],
@@ -283,7 +285,7 @@ def test_cli_prints_json_and_reports_errors(capsys, tmp_path):
     assert matrix.main(["--format", "table", "--torch", "2.14"]) == 0
     assert "nox -s wheel_legacy -- --torch-version 2.11.0 --torch-abi stable" in capsys.readouterr().out
     assert matrix.main(["--format", "table", "--torch", "2.14", "--torch-abi", "exact"]) == 0
-    assert "nox -s wheel_legacy -- --torch-version 2.14.1 --kernel-set" in capsys.readouterr().out
+    assert "nox -s wheel_legacy -- --torch-version 2.14.1 --torch-abi exact --kernel-set" in capsys.readouterr().out
 
 
 def test_retagging_a_build_of_an_entry_gives_the_promised_wheel_name(tmp_path):
@@ -298,8 +300,8 @@ def test_retagging_a_build_of_an_entry_gives_the_promised_wheel_name(tmp_path):
     if tagging._wheel_version() < tagging.MIN_WHEEL:
         pytest.skip("re-tagging needs wheel >= 0.48")
     picks = [
-        matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.14.1"),
-        matrix.entry("windows-2022", "blackwell", "13.2", "2.12.1"),
+        matrix.entry("ubuntu-24.04", "legacy", "13.0", "2.14.1", torch_abi="exact"),
+        matrix.entry("windows-2022", "blackwell", "13.2", "2.12.1", torch_abi="exact"),
         matrix.entry("windows-2022", "legacy", "13.2", "2.12.1", torch_abi="stable"),
     ]
     for i, e in enumerate(picks):
