@@ -85,7 +85,10 @@ workflow/: the release workflow modelled and rehearsed on this machine:
 - :mod:`release.workflow.workflow_model`     the model-only rehearsal: GitHub's rules over the workflows, in seconds
 
 Deprecated aliases at the old paths of moved modules, kept for one release (``python -m`` at the
-old path warns and runs the module; docs/design.md "Layers"):
+old path warns and runs the module; docs/design.md "Layers"); the alias files live in
+:mod:`release.deprecated`, found through the old packages' ``__path__``:
+
+- :mod:`release.build`   the old package path of release.compile and release.sessions: a module whose ``__path__`` is the aliases' folder
 
 - :mod:`release.build.dev`                 deprecated alias of :mod:`release.sessions.dev` (one release)
 - :mod:`release.build.toolchain`           deprecated alias of :mod:`release.compile.toolchain` (one release)

@@ -26,8 +26,12 @@ HIDDEN_LOADERS = {"spec_from_file_location", "import_module", "__import__", "run
 
 def _module_name(path: Path) -> str:
     """The dotted name of `path` under src/release without the ``release.`` prefix: ``sessions.wheels``,
-    ``errors``; a sub-package's ``__init__.py`` is its package name (``sessions``)."""
+    ``errors``; a sub-package's ``__init__.py`` is its package name (``sessions``). A deprecated alias
+    file ``deprecated/old_<package>/<module>.py`` is imported as ``<package>.<module>`` (the old path
+    whose ``__path__`` holds its folder: release._moved.alias_folder)."""
     parts = path.relative_to(RELEASE).with_suffix("").parts
+    if len(parts) == 3 and parts[0] == "deprecated" and parts[1].startswith("old_") and parts[2] != "__init__":
+        parts = (parts[1].removeprefix("old_"), parts[2])
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -173,7 +177,7 @@ def test_the_package_docstring_lists_every_release_module_once():
 
 
 def test_every_sub_package_says_what_it_holds():
-    folders = {p.parent.name for p in RELEASE.rglob("*.py") if p.parent != RELEASE}
+    folders = {_module_name(p.parent / "__init__.py") for p in RELEASE.rglob("*.py") if p.parent != RELEASE}
     assert folders == SUBPACKAGES, f"folders of src/release without an __init__.py: {sorted(folders - SUBPACKAGES)}"
     for name in sorted(SUBPACKAGES):
         doc = ast.get_docstring(ast.parse(MODULES[name].read_text(encoding="utf-8")))

@@ -7,3 +7,7 @@ job's preflight (:mod:`~release.plan.preflight`) and the docs' tables rendered f
 :mod:`release.workflow`. Layer: below :mod:`release.ship` (whose gates read the matrix), above
 :mod:`release.compile` and :mod:`release.windows` (docs/design.md "Layers").
 """
+
+from release import _moved  # the folder of its deprecated aliases (release.deprecated), for one release
+
+__path__.append(_moved.alias_folder("plan"))  # release.plan.<old module> -> release/deprecated/old_plan/

@@ -6,3 +6,7 @@ workflow's gates, and the release folder with its package indexes (:mod:`~releas
 :mod:`release.compile.tagging` and the checksums :mod:`release.checksums` (both lower layers). Layer:
 engine beside :mod:`release.archive`, which it does not import (docs/design.md "Layers").
 """
+
+from release import _moved  # the folder of its deprecated aliases (release.deprecated), for one release
+
+__path__.append(_moved.alias_folder("ship"))  # release.ship.<old module> -> release/deprecated/old_ship/
