@@ -30,6 +30,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from flash_attn_wheel_names import native  # the library and build-info file names, owned once
 from kernels import kernel_set as _kernel_set
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -231,7 +232,9 @@ class BuildTarget:
 
 def find_native_library(folder: Path) -> Path | None:
     """The one ``_C_<group>.so``/``.pyd`` directly in ``folder``; TargetError when several."""
-    found = sorted(p for p in Path(folder).glob("_C_*") if p.suffix in (".so", ".pyd") and p.is_file())
+    if not Path(folder).is_dir():
+        return None
+    found = sorted(p for p in Path(folder).iterdir() if native.library_group(p.name) and p.is_file())
     if len(found) > 1:
         raise TargetError(
             f"{folder} holds several native libraries ({', '.join(p.name for p in found)}); "
@@ -274,7 +277,7 @@ def resolve_target(label: str, path: str | None, scratch: Path) -> BuildTarget:
         lib = find_native_library(dest / "flash_attn")
         return BuildTarget(label, "wheel", str(p), str(lib) if lib else None, [str(dest)])
     if p.is_file():
-        if not (p.name.startswith("_C_") and p.suffix in (".so", ".pyd")):
+        if native.library_group(p.name) is None:
             raise TargetError(f"{label}={path}: a file must be a _C_<group>.so/.pyd library or a .whl")
         return BuildTarget(label, "library", str(p), str(p), [str(REPO_ROOT)])
     if (p / "flash_attn" / "__init__.py").is_file():
@@ -328,8 +331,10 @@ def read_build_info_near(library: str | None) -> dict | None:
     if not library:
         return None
     lib = Path(library)
-    group = lib.name[len("_C_") :].split(".", 1)[0]
-    path = lib.with_name(f"build_info_{group}.json")
+    group = native.library_group(lib.name)
+    if group is None:
+        return None
+    path = lib.with_name(native.build_info_name(group))
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -68,6 +68,7 @@ import machine
 
 from release import manifest  # src/ is on PYTHONPATH: see bench_common
 from release.checksums import sha256_file
+from release.compile import options  # the sdist cache folder rule (options.sdist_cache_dir)
 from release.compile.progress import parse_ninja_log_lines  # the one .ninja_log line reader
 
 LAUNCHER = Path(__file__).resolve().parent / "measure_launcher.py"
@@ -527,9 +528,7 @@ def cuda_home_for(nvcc: str) -> str:
 def find_sdist(explicit: str | None, version: str) -> Path | None:
     """--sdist, $FLASH_ATTN_SDIST, <repo>/.sdist/, or the CMake download cache."""
     name = f"flash_attn-{version}.tar.gz"
-    cache = os.environ.get("FLASH_ATTN_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "flash_attn_wheels"
-    )
+    cache = options.sdist_cache_dir()  # the build's own rule, $FLASH_ATTN_CACHE_DIR first
     for c in (explicit, os.environ.get("FLASH_ATTN_SDIST"), bc.REPO_ROOT / ".sdist" / name, Path(cache) / name):
         if c and Path(c).is_file():
             return Path(c).resolve()

@@ -76,7 +76,6 @@ REGISTRY: tuple[EnvVar, ...] = (
         (
             "cmake/FlashAttnUpstream.cmake",
             "src/release/compile/options.py",
-            "bench/build.py",
         ),
         ("build", "benchmark"),
     ),
