@@ -88,7 +88,7 @@ Deprecated aliases at the old paths of moved modules, kept for one release (``py
 old path warns and runs the module; docs/design.md "Layers"); the alias files live in
 :mod:`release.deprecated`, found through the old packages' ``__path__``:
 
-- :mod:`release.build`   the old package path (release.compile, release.sessions): its ``__path__`` is the aliases' folder
+- :mod:`release.build`   the old package path (release.compile, release.sessions); ``__path__``: the aliases
 
 - :mod:`release.build.dev`                 deprecated alias of :mod:`release.sessions.dev` (one release)
 - :mod:`release.build.toolchain`           deprecated alias of :mod:`release.compile.toolchain` (one release)
