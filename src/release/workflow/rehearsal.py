@@ -722,7 +722,7 @@ def _shard_limit(manifest: Path) -> float:
     """A job limit whose target (the limit less the plan's margin) lies between the predicted 1-unit
     and 2-unit shard jobs: the 2-unit set splits in two, the 1-unit set stays one shard."""
     code = (
-        "from release.plan import compile_model;import json;from kernels import kernel_set as ks;"
+        "from release.compile import compile_model;import json;from kernels import kernel_set as ks;"
         "u=ks.resolve('release')[1];r=compile_model.default_runner();"
         "print(json.dumps([compile_model.shard_job_minutes('ubuntu-24.04','legacy',u[:1],r),"
         "compile_model.shard_job_minutes('ubuntu-24.04','legacy',u,r),compile_model.MARGIN_PERCENT]))"
